@@ -1,0 +1,43 @@
+"""Finds the exercises: every folder under ``exercises/`` that holds a ``spec.toml``.
+
+Adding an exercise is adding a folder (and its reference solutions); nothing
+here changes.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from .spec import ExerciseSpec, load_spec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def exercises_root() -> Path:
+    return Path(os.environ.get("GRADERS_EXERCISES", REPO_ROOT / "exercises"))
+
+
+def references_root() -> Path:
+    return Path(os.environ.get("GRADERS_REFERENCES", REPO_ROOT / "reference_solutions"))
+
+
+@lru_cache(maxsize=None)
+def _load_all(root: Path) -> dict[str, ExerciseSpec]:
+    specs = {}
+    for folder in sorted(p for p in root.iterdir() if (p / "spec.toml").is_file()):
+        specs[folder.name] = load_spec(folder)
+    return specs
+
+
+def all_exercises() -> dict[str, ExerciseSpec]:
+    return _load_all(exercises_root())
+
+
+def get_exercise(name: str) -> ExerciseSpec:
+    exercises = all_exercises()
+    if name not in exercises:
+        known = ", ".join(exercises) or "none"
+        raise KeyError(f"no exercise named {name!r} (known: {known})")
+    return exercises[name]

@@ -1,0 +1,49 @@
+"""The human-readable report of a grading run (the CLI without --json)."""
+
+from __future__ import annotations
+
+from .results import GradeResult
+from .vocabulary import Verdict
+
+
+def render(result: GradeResult) -> str:
+    lines = [
+        f"{result.exercise} · {result.language} · {result.device_name or result.device}",
+        f"verdict: {result.verdict.value}    score: {result.score:g}/100    "
+        f"({result.duration_s:.1f} s)",
+    ]
+    if result.message and result.verdict is not Verdict.FAILED:
+        lines.append("")
+        lines.append(result.message)
+    if result.checks:
+        lines.append("")
+        width = max(len(c.name) for c in result.checks)
+        for c in result.checks:
+            mark = "PASS" if c.passed else ("----" if not c.ran else "FAIL")
+            lines.append(f"  {mark}  {c.name:<{width}}  {c.points:g}/{c.max_points:g}")
+            if not c.passed and c.ran:
+                lines.append(f"        {c.message}")
+                if c.dump and "columns" in c.dump:
+                    lines.extend(_dump_table(c.dump))
+    if result.output:
+        lines.append("")
+        lines.append("your program printed:")
+        lines.extend("  | " + line for line in result.output.rstrip().splitlines()[-20:])
+        if result.output_dropped_bytes:
+            lines.append(f"  ({result.output_dropped_bytes} more bytes dropped)")
+    return "\n".join(lines)
+
+
+def _dump_table(dump: dict) -> list[str]:
+    rows = [("column", dump["columns"])]
+    for key in ("input", "expected", "got"):
+        if key in dump:
+            rows.append((key, dump[key]))
+
+    def cell(v):
+        return v if isinstance(v, str) else f"{v:.6g}"
+
+    out = [f"        row {dump['row']} of {'×'.join(map(str, dump['shape']))} {dump['dtype']}:"]
+    for name, values in rows:
+        out.append(f"        {name:>9} " + " ".join(f"{cell(v):>12}" for v in values))
+    return out

@@ -1,0 +1,54 @@
+"""The typed result of a grading run and its JSON form (the contract with the server)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import GRADER_VERSION
+from .vocabulary import Verdict
+
+
+@dataclass
+class CheckResult:
+    name: str
+    passed: bool
+    message: str
+    points: float
+    max_points: float
+    dump: dict[str, Any] | None = None
+    ran: bool = True  # False when an earlier problem stopped the run before this check
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"name": self.name, "passed": self.passed, "message": self.message,
+               "points": self.points, "max_points": self.max_points}
+        if self.dump is not None:
+            out["dump"] = self.dump
+        if not self.ran:
+            out["ran"] = False
+        return out
+
+
+@dataclass
+class GradeResult:
+    exercise: str
+    language: str
+    device: str
+    verdict: Verdict
+    score: float
+    checks: list[CheckResult] = field(default_factory=list)
+    message: str = ""  # what went wrong for verdicts that stop the run
+    line: int | None = None  # the student's line, where there is one
+    device_name: str = ""
+    versions: dict[str, Any] = field(default_factory=dict)
+    output: str = ""  # the submission's own stdout/stderr, capped
+    output_dropped_bytes: int = 0
+    duration_s: float = 0.0
+    performance: dict[str, Any] | None = None
+    grader_version: str = GRADER_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["verdict"] = self.verdict.value
+        out["checks"] = [c.to_json() for c in self.checks]
+        return out

@@ -1,0 +1,288 @@
+"""The runner's loop: hello, known answer, load the submission, then calls.
+
+Protocol (``graders.protocol`` frames on two pipes the checker owns):
+  hello          -> device, device name, versions
+  known_answer   -> the row logsumexp of the array sent, from our own kernel
+  load           -> import the submission; report its attributes or the error
+  call           -> call an entry point on the arrays sent; reply with the
+                    outputs, the inputs as they are after the call, and the
+                    number of Triton launches
+  bye            -> exit
+The submission's own stdout and stderr go elsewhere and are never parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import traceback
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .. import protocol
+from ..arrays import STORAGE, HostArray
+
+SUBMISSION_MODULE = "submission"
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="graders.runner")
+    p.add_argument("--submission", required=True)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--fds", required=True, help="READ,WRITE file descriptors of the channel")
+    return p.parse_args(argv)
+
+
+class Runner:
+    def __init__(self, submission: str, device: str):
+        self.submission = os.path.abspath(submission)
+        self.requested_device = device
+        self.module = None
+
+    # -- start-up ---------------------------------------------------------------------
+    def import_toolchain(self) -> None:
+        """Import torch, pick the device, then triton: TRITON_INTERPRET must precede it."""
+        if self.requested_device == "cpu":
+            os.environ["TRITON_INTERPRET"] = "1"
+        import torch
+
+        if self.requested_device == "auto":
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        else:
+            self.device = self.requested_device
+        if self.device == "cpu":
+            os.environ["TRITON_INTERPRET"] = "1"
+            # the interpreter is numpy: overflow in a student's exp is the point of some
+            # checks, and its RuntimeWarnings would only bury what the student printed
+            np.seterr(all="ignore")
+            warnings.filterwarnings("ignore", category=RuntimeWarning)
+            if "triton" in sys.modules:
+                raise RuntimeError("triton was imported before TRITON_INTERPRET could be set")
+        elif not torch.cuda.is_available():
+            raise RuntimeError("--device cuda, but torch sees no CUDA device")
+        import triton
+
+        from . import guard
+
+        guard.install_launch_counter()
+        self.torch, self.triton, self.guard = torch, triton, guard
+
+    def hello(self) -> dict[str, Any]:
+        torch = self.torch
+        name = torch.cuda.get_device_name() if self.device == "cuda" else "CPU (Triton interpreter)"
+        return {
+            "ok": True,
+            "device": self.device,
+            "device_name": name,
+            "versions": {
+                "python": sys.version.split()[0],
+                "torch": torch.__version__,
+                "triton": self.triton.__version__,
+                "numpy": np.__version__,
+                "cuda": torch.version.cuda,
+            },
+        }
+
+    # -- tensors ----------------------------------------------------------------------
+    def to_tensor(self, a: HostArray):
+        torch = self.torch
+        data = np.array(a.data)  # a private, writable copy
+        if a.dtype == "bfloat16":
+            t = torch.from_numpy(data.view(np.int16)).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(data)
+        return t.to(self.device)
+
+    def to_host(self, t) -> HostArray:
+        torch = self.torch
+        names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+                 torch.int32: "int32", torch.int64: "int64"}
+        if t.dtype not in names:
+            raise TypeError(f"dtype {t.dtype} is not one the grader accepts")
+        t = t.detach().to("cpu").contiguous()
+        if t.dtype == torch.bfloat16:
+            return HostArray(t.view(torch.int16).numpy().view(np.uint16).copy(), "bfloat16")
+        return HostArray(t.numpy().copy(), names[t.dtype])
+
+    # -- operations -------------------------------------------------------------------
+    def known_answer(self, arrays: list[HostArray]) -> tuple[dict, list[HostArray]]:
+        from .known_answer import row_logsumexp
+
+        out = row_logsumexp(self.to_tensor(arrays[0]))
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+        return {"ok": True}, [self.to_host(out)]
+
+    def load(self, entry_points: list[str], attributes: list[str]) -> dict[str, Any]:
+        spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.submission)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[SUBMISSION_MODULE] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            return _error("compile_error", f"SyntaxError: {exc.msg}", exc.lineno)
+        except BaseException as exc:  # noqa: BLE001 - anything at import time is the student's
+            return _error("compile_error", _describe(exc), self.student_line(exc),
+                          self.student_traceback(exc))
+        for name in entry_points:
+            if not callable(getattr(module, name, None)):
+                return _error("compile_error", f"your file defines no function `{name}`", None)
+        found = {}
+        for name in attributes:
+            if not hasattr(module, name):
+                return _error("compile_error", f"your file defines no `{name}`", None)
+            try:
+                found[name] = json.loads(json.dumps(getattr(module, name), allow_nan=True))
+            except (TypeError, ValueError):
+                return _error("compile_error", f"`{name}` must hold plain numbers and strings", None)
+        self.module = module
+        return {"ok": True, "attributes": found}
+
+    def call(self, header: dict, arrays: list[HostArray]) -> tuple[dict, list[HostArray]]:
+        torch = self.torch
+        fn = getattr(self.module, header["fn"])
+        tensors = [self.to_tensor(a) for a in arrays]
+        args = [_decode(v, tensors) for v in header.get("args", [])]
+        kwargs = {k: _decode(v, tensors) for k, v in header.get("kwargs", {}).items()}
+        state = self.guard.CallGuard(self.submission)
+        try:
+            with self.guard.guarded_call(state, self.device):
+                result = fn(*args, **kwargs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+        except BaseException as exc:  # noqa: BLE001
+            if state.violations:
+                return _rejected(state), []
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            kind = "compile_error" if _is_triton_compile_error(exc) else "runtime_error"
+            return _error(kind, _describe(exc), self.student_line(exc),
+                          self.student_traceback(exc)), []
+        if state.violations:
+            return _rejected(state), []
+
+        outputs, problem = [], None
+        items = result if isinstance(result, (tuple, list)) else [result]
+        for item in items:
+            if not isinstance(item, torch.Tensor):
+                problem = f"returned {type(item).__name__}, expected a torch.Tensor"
+                break
+            try:
+                outputs.append(self.to_host(item))
+            except TypeError as exc:
+                problem = f"returned a tensor of {exc}"
+                break
+        reply = {
+            "ok": True,
+            "tuple": isinstance(result, (tuple, list)),
+            "outputs": len(outputs) if problem is None else 0,
+            "output_problem": problem,
+            "launches": state.launches,
+        }
+        after = [self.to_host(t) for t in tensors]
+        return reply, (outputs if problem is None else []) + after
+
+    # -- error reporting ----------------------------------------------------------------
+    def _frames(self, exc: BaseException):
+        seen = set()
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            for frame in traceback.extract_tb(exc.__traceback__):
+                yield frame
+            exc = exc.__cause__ or exc.__context__
+
+    def student_line(self, exc: BaseException) -> int | None:
+        line = None
+        for frame in self._frames(exc):
+            if frame.filename == self.submission:
+                line = frame.lineno  # the deepest frame of the first exception wins
+        return line
+
+    def student_traceback(self, exc: BaseException) -> str:
+        frames = [f for f in self._frames(exc) if f.filename == self.submission]
+        lines = [f"  line {f.lineno}, in {f.name}\n    {f.line}" for f in frames[-5:]]
+        return "\n".join(lines)
+
+
+def _is_triton_compile_error(exc: BaseException) -> bool:
+    return type(exc).__name__ == "CompilationError" and "triton" in type(exc).__module__
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) < 2000 else text[:2000] + " …"
+
+
+def _error(kind: str, message: str, line: int | None, tb: str = "") -> dict[str, Any]:
+    return {"ok": False, "error": {"kind": kind, "message": message, "line": line, "traceback": tb}}
+
+
+def _rejected(state) -> dict[str, Any]:
+    v = state.violations[0]
+    return _error(
+        "rejected",
+        f"torch computed part of the result ({v.op}): the work must be done in Triton "
+        "kernels; torch may only allocate (torch.empty_like), view and copy",
+        v.line,
+    )
+
+
+def _decode(value: Any, tensors: list) -> Any:
+    if isinstance(value, dict):
+        if "a" in value:
+            return tensors[value["a"]]
+        if "f" in value:
+            return float(value["f"])
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    read_fd, write_fd = (int(x) for x in args.fds.split(","))
+    inbox, outbox = protocol.open_pair(read_fd, write_fd)
+    runner = Runner(args.submission, args.device)
+    try:
+        runner.import_toolchain()
+    except BaseException as exc:  # noqa: BLE001
+        protocol.send(outbox, _error("grader_error", f"runner start-up failed: {_describe(exc)}", None))
+        return 3
+    while True:
+        try:
+            msg = protocol.receive(inbox)
+        except EOFError:
+            return 0
+        op = msg.header.get("op")
+        arrays: list[HostArray] = []
+        if op == "hello":
+            reply = runner.hello()
+        elif op == "known_answer":
+            try:
+                reply, arrays = runner.known_answer(msg.arrays)
+            except BaseException as exc:  # noqa: BLE001
+                reply = _error("grader_error", f"known-answer kernel failed: {_describe(exc)}", None)
+        elif op == "load":
+            reply = runner.load(msg.header["entry_points"], msg.header.get("attributes", []))
+        elif op == "call":
+            reply, arrays = runner.call(msg.header, msg.arrays)
+        elif op == "bye":
+            return 0
+        else:
+            reply = _error("grader_error", f"unknown op {op!r}", None)
+        protocol.send(outbox, reply, arrays)
+
+
+# Used by graders.launch: ``python -I -c BOOT ROOT args...`` keeps the working
+# directory and PYTHON* variables off sys.path, so a torch.py or triton.py
+# next to the submission can't shadow the real packages.
+BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; "
+    "from graders.runner.main import main; sys.exit(main())"
+)
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

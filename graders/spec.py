@@ -1,0 +1,141 @@
+"""An exercise as data: ``exercises/<name>/spec.toml`` read into typed objects.
+
+The engine knows nothing about any particular exercise. A spec names the entry
+points a submission must define, the module attributes the runner reports, the
+checks (points, hints in the course's words, per-device parameters) and the
+tolerances. The check logic itself is ``exercises/<name>/checks.py``: trusted
+code that makes inputs, keeps the float64 reference and calls the judge.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .arrays import FLOAT_DTYPES
+from .vocabulary import Device
+
+
+class SpecError(Exception):
+    """An exercise folder is malformed: a grader fault, never the student's."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|got - expected| <= atol + rtol * |expected|, elementwise."""
+
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    points: float
+    description: str
+    hints: dict[str, str]  # symptom -> what to fix, in the course's words
+    params: dict[Device, dict[str, Any]]  # per device: shapes, dtypes, ...
+
+    def hint(self, symptom: str) -> str:
+        return self.hints.get(symptom) or self.hints.get("default", "")
+
+
+@dataclass(frozen=True)
+class ExerciseSpec:
+    name: str
+    folder: Path
+    title: str
+    summary: str
+    entry_points: tuple[str, ...]
+    attributes: tuple[str, ...]
+    checks: tuple[CheckSpec, ...]
+    tolerances: dict[str, Tolerance]
+    timeouts_s: dict[Device, float]
+    deadline: str | None = None
+    languages: tuple[str, ...] = ("triton",)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def statement_path(self) -> Path:
+        return self.folder / "statement.md"
+
+    @property
+    def checks_module_path(self) -> Path:
+        return self.folder / "checks.py"
+
+    def skeleton_path(self, language: str) -> Path | None:
+        suffix = {"triton": "py"}.get(language)
+        path = self.folder / f"skeleton.{suffix}"
+        return path if suffix and path.exists() else None
+
+
+def _require(table: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in table:
+        raise SpecError(f"{where}: missing `{key}`")
+    value = table[key]
+    if not isinstance(value, kind):
+        raise SpecError(f"{where}: `{key}` should be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def load_spec(folder: Path) -> ExerciseSpec:
+    path = folder / "spec.toml"
+    where = str(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+    tolerances = {}
+    for dtype, tol in _require(raw, "tolerance", dict, where).items():
+        if dtype not in FLOAT_DTYPES:
+            raise SpecError(f"{where}: tolerance for unknown dtype {dtype!r}")
+        tolerances[dtype] = Tolerance(rtol=float(tol["rtol"]), atol=float(tol["atol"]))
+
+    checks = []
+    for i, c in enumerate(_require(raw, "checks", list, where)):
+        cwhere = f"{where}: checks[{i}]"
+        params = {}
+        for device in (Device.CPU, Device.CUDA):
+            params[device] = dict(_require(c, device.value, dict, cwhere))
+            for dtype in params[device].get("dtypes", []):
+                if dtype not in tolerances:
+                    raise SpecError(f"{cwhere}: dtype {dtype} has no tolerance")
+        checks.append(
+            CheckSpec(
+                name=_require(c, "name", str, cwhere),
+                points=float(_require(c, "points", (int, float), cwhere)),
+                description=_require(c, "description", str, cwhere),
+                hints=dict(c.get("hints", {})),
+                params=params,
+            )
+        )
+    names = [c.name for c in checks]
+    if len(set(names)) != len(names):
+        raise SpecError(f"{where}: duplicate check names")
+    total = sum(c.points for c in checks)
+    if abs(total - 100) > 1e-9:
+        raise SpecError(f"{where}: check points add up to {total}, not 100")
+
+    limits = raw.get("limits", {})
+    return ExerciseSpec(
+        name=folder.name,
+        folder=folder,
+        title=_require(raw, "title", str, where),
+        summary=_require(raw, "summary", str, where),
+        entry_points=tuple(_require(raw, "entry_points", list, where)),
+        attributes=tuple(raw.get("attributes", [])),
+        checks=tuple(checks),
+        tolerances=tolerances,
+        timeouts_s={
+            Device.CPU: float(limits.get("cpu_timeout_s", 300)),
+            Device.CUDA: float(limits.get("cuda_timeout_s", 300)),
+        },
+        deadline=raw.get("deadline"),
+        languages=tuple(raw.get("languages", ["triton"])),
+        extra={k: v for k, v in raw.items() if k not in {
+            "title", "summary", "entry_points", "attributes", "checks", "tolerance", "limits",
+            "deadline", "languages"}},
+    )
