@@ -1,6 +1,7 @@
 """What an exercise's ``checks.py`` is written with.
 
-A check is a generator function ``def name(ctx):`` in the exercise folder. It
+A check is a function ``def name(ctx):`` in the exercise folder, usually a
+generator. It
 makes inputs with ``ctx`` (from the run's secret seed), yields ``ctx.call(...)``
 to have the runner call the submission, gets the outputs back from the
 ``yield``, and judges them with ``ctx.expect_*`` against a float64 reference it
@@ -44,6 +45,8 @@ class CaseContext:
     tolerances: dict[str, Tolerance]
     rng: np.random.Generator
     device: str
+    attributes: dict[str, Any] = field(default_factory=dict)  # module values the runner reported
+    data: dict[str, Any] = field(default_factory=dict)  # the spec's exercise-level tables
     last_call: Call | None = field(default=None)
 
     # -- inputs -------------------------------------------------------------------------

@@ -1,0 +1,112 @@
+"""Checks of the masked softmax exercise (trusted: runs in the checker).
+
+The reference is the float64 softmax of z = x·scale + mask with causal
+positions (j > i) at -inf; a row that is entirely -inf is all zeros.
+"""
+
+import numpy as np
+
+from graders.casekit import softmax64
+
+NEG_INF = float("-inf")
+
+
+def _logits(x, scale, mask, causal):
+    z = x.to_f64() * scale
+    if mask is not None:
+        z = z + mask.to_f64()
+    if causal:
+        rows, cols = z.shape
+        z = np.where(np.arange(cols)[None, :] > np.arange(rows)[:, None], NEG_INF, z)
+    return z
+
+
+def _masked_call(ctx, x, scale=1.0, mask=None, causal=False, notes=None):
+    kwargs = {}
+    if mask is not None:
+        kwargs["mask"] = mask
+    if causal:
+        kwargs["causal"] = True
+    y = yield ctx.call("masked_softmax", x, scale, **kwargs)
+    z = _logits(x, scale, mask, causal)
+    ctx.expect_rows(y, softmax64(z), dtype="float32", logits=z, notes=notes)
+
+
+def _tail_mask(ctx, rows, cols, max_fraction=0.9):
+    """[R, C] padding: each row loses a random tail (possibly none)."""
+    keep = ctx.rng.integers(max(1, int(cols * (1 - max_fraction))), cols + 1, size=rows)
+    mask = np.where(np.arange(cols)[None, :] >= keep[:, None], NEG_INF, 0.0)
+    return ctx.array(mask)
+
+
+def random_rows(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0))
+
+
+def scale(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        for s in ctx.params["scales"]:
+            yield from _masked_call(ctx, ctx.randn((rows, cols), scale=4.0), scale=s)
+
+
+def causal(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 0.5, causal=True)
+        # causal on top of a broadcast padding mask that keeps column 0
+        pad = _tail_mask(ctx, 1, cols, max_fraction=0.5)
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0, pad, causal=True)
+
+
+def padding_mask(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0,
+                                _tail_mask(ctx, rows, cols))
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 0.5,
+                                _tail_mask(ctx, 1, cols))
+        # left padding: the first ~3/4 of a row masked, so whole leading tiles are empty
+        left = np.zeros((rows, cols))
+        left[rows // 2, : cols * 3 // 4] = NEG_INF
+        notes = {rows // 2: f"whose first {cols * 3 // 4} columns are masked"}
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0, ctx.array(left),
+                                notes=notes)
+
+
+def fully_masked_row(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        mask = _tail_mask(ctx, rows, cols, max_fraction=0.5).to_f64()
+        empty = sorted({0, rows // 2, rows - 1})
+        mask[empty] = NEG_INF
+        notes = {r: "(its mask is all -inf)" for r in empty}
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0, ctx.array(mask),
+                                notes=notes)
+
+
+def poisoned_row(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        values = ctx.rng.standard_normal((rows, cols)) * 2.0
+        notes = {}
+        for row, big in ((0, 100.0), (rows // 2, 1000.0)):
+            col = int(ctx.rng.integers(cols // 2))
+            values[row, col] = big
+            notes[row] = f"after {big:g} at column {col}"
+        values[1] += 100.0
+        notes[1] = "after logits near 100.0"
+        mask = np.zeros((rows, cols))
+        mask[:, cols - cols // 4:] = NEG_INF
+        yield from _masked_call(ctx, ctx.array(values), 1.0, ctx.array(mask), notes=notes)
+
+
+def non_power_of_two_cols(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        values = ctx.rng.standard_normal((rows, cols)) * 3.0
+        values[::2] = ctx.rng.standard_normal((len(values[::2]), cols)) - 8.0
+        yield from _masked_call(ctx, ctx.array(values))
+        yield from _masked_call(ctx, ctx.array(values[::-1].copy()), 1.0, _tail_mask(ctx, 1, cols))
+
+
+def fresh_inputs(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        for _ in range(int(ctx.params.get("calls", 4))):
+            yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0,
+                                    _tail_mask(ctx, rows, cols))
