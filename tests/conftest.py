@@ -1,0 +1,51 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from graders.checker import grade  # noqa: E402
+from graders.registry import get_exercise  # noqa: E402
+from graders.vocabulary import Device  # noqa: E402
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+HAS_CUDA = _has_cuda()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def grade_source(tmp_path):
+    """Write a submission into its own folder and grade it on the CPU interpreter."""
+
+    def run(exercise: str, source: str, name: str = "submission.py", **kwargs):
+        folder = tmp_path / "sub"
+        folder.mkdir(exist_ok=True)
+        path = folder / name
+        path.write_text(source)
+        return grade(get_exercise(exercise), path, Device.CPU, **kwargs)
+
+    return run
+
+
+def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graders", *args], cwd=REPO, text=True,
+                          capture_output=True, timeout=timeout, env={**os.environ})

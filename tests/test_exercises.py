@@ -1,0 +1,83 @@
+"""Exercises are data: discovered from folders, validated, and each has what a student needs."""
+
+import shutil
+
+import pytest
+
+from graders.checker import load_checks_module
+from graders.registry import _load_all, all_exercises, references_root
+from graders.selftest import collect, read_expectation
+from graders.spec import SpecError, load_spec
+from graders.vocabulary import Device
+
+EXERCISES = ["masked_softmax", "online_softmax", "safe_softmax"]
+
+
+def test_the_three_exercises_are_discovered():
+    assert sorted(all_exercises()) == EXERCISES
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_each_exercise_folder_is_complete(name):
+    spec = all_exercises()[name]
+    assert sum(c.points for c in spec.checks) == 100
+    load_checks_module(spec)  # a function per check
+    assert spec.statement_path.read_text().strip()
+    assert spec.skeleton_path("triton") is not None
+    for check in spec.checks:
+        assert check.description and check.hints.get("default"), check.name
+        for device in (Device.CPU, Device.CUDA):
+            assert device in check.params
+
+
+def test_issue_check_names_are_present():
+    names = {n: [c.name for c in s.checks] for n, s in all_exercises().items()}
+    assert set(names["safe_softmax"]) >= {"random_rows", "poisoned_row", "half_precision_overflow",
+                                          "non_power_of_two_cols", "long_rows", "tiny_rows",
+                                          "underflow", "fresh_inputs"}
+    assert set(names["masked_softmax"]) >= {"random_rows", "scale", "causal", "padding_mask",
+                                            "fully_masked_row", "poisoned_row",
+                                            "non_power_of_two_cols", "fresh_inputs"}
+    assert set(names["online_softmax"]) >= {"combine_identity", "combine_associative",
+                                            "combine_commutative", "combine_neg_inf_guard",
+                                            "row_stats_match_two_pass", "long_rows", "poisoned_row",
+                                            "byte_count_answers"}
+
+
+def test_long_rows_are_long_enough():
+    for spec in all_exercises().values():
+        for check in spec.checks:
+            if check.name == "long_rows":
+                assert min(c for _, c in check.params[Device.CPU]["shapes"]) >= 4096
+                assert min(c for _, c in check.params[Device.CUDA]["shapes"]) >= 32768
+
+
+def test_adding_an_exercise_is_adding_a_folder(tmp_path):
+    shutil.copytree(all_exercises()["safe_softmax"].folder, tmp_path / "my_new_exercise")
+    found = _load_all(tmp_path)
+    assert list(found) == ["my_new_exercise"]
+    assert found["my_new_exercise"].entry_points == ("softmax",)
+
+
+def test_points_must_add_up_to_100(tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(all_exercises()["safe_softmax"].folder, folder)
+    spec = folder / "spec.toml"
+    spec.write_text(spec.read_text().replace("points = 20", "points = 21", 1))
+    with pytest.raises(SpecError, match="add up to 101"):
+        load_spec(folder)
+
+
+def test_every_mutant_names_a_known_check_and_each_exercise_has_references():
+    cases = collect()
+    mutants = [c for c in cases if c.expect != "passed"]
+    assert {c.exercise.name for c in cases if c.expect == "passed"} == set(EXERCISES)
+    named = {(c.exercise.name, c.expect) for c in mutants}
+    for required in [("safe_softmax", "poisoned_row"), ("safe_softmax", "non_power_of_two_cols"),
+                     ("safe_softmax", "long_rows"), ("safe_softmax", "rejected"),
+                     ("masked_softmax", "fully_masked_row"), ("masked_softmax", "padding_mask"),
+                     ("masked_softmax", "causal"), ("online_softmax", "combine_neg_inf_guard")]:
+        assert required in named, required
+    for case in mutants:
+        assert read_expectation(case.path)[1], f"{case.path} should say why it is wrong"
+    assert all(c.path.is_relative_to(references_root()) for c in cases)

@@ -1,0 +1,235 @@
+"""End to end on the CPU interpreter: a real runner process grades real files."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from graders.checker import grade
+from graders.registry import get_exercise
+from graders.vocabulary import Device, Verdict
+
+SAFE_KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=inside, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=inside)
+
+
+def launch(x, y):
+    _kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+'''
+
+
+def safe(body: str) -> str:
+    return SAFE_KERNEL + "\n\ndef softmax(x):\n" + body
+
+
+GOOD = safe("    y = torch.empty_like(x)\n    launch(x, y)\n    return y\n")
+
+
+def test_reference_passes_with_score_100_as_json():
+    ref = REPO / "reference_solutions" / "safe_softmax" / "solution.py"
+    proc = run_cli("grade", "safe_softmax", str(ref), "--device", "cpu", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "passed" and result["score"] == 100
+    assert set(result) >= {"exercise", "language", "device", "verdict", "score", "checks",
+                           "performance", "grader_version"}
+    assert result["performance"] is None and result["device"] == "cpu"
+    assert all(set(c) >= {"name", "passed", "message", "points", "max_points"}
+               for c in result["checks"])
+
+
+def test_a_good_kernel_passes(grade_source):
+    result = grade_source("safe_softmax", GOOD)
+    assert result.verdict is Verdict.PASSED, result.message
+    assert result.score == 100
+
+
+def test_syntax_error_is_a_compile_error_with_the_line(grade_source):
+    result = grade_source("safe_softmax", "import torch\n\ndef softmax(x)\n    return x\n")
+    assert result.verdict is Verdict.COMPILE_ERROR and result.line == 3
+    assert "line 3" in result.message
+
+
+def test_missing_function_is_a_compile_error_that_names_it(grade_source):
+    result = grade_source("safe_softmax", "import torch\n\ndef soft_max(x):\n    return x\n")
+    assert result.verdict is Verdict.COMPILE_ERROR
+    assert "`softmax`" in result.message
+
+
+def test_exception_at_import_points_at_the_students_line(grade_source):
+    result = grade_source("safe_softmax", "import torch\nx = 1\nraise ValueError('boom')\n")
+    assert result.verdict is Verdict.COMPILE_ERROR and result.line == 3
+
+
+def test_runtime_error_has_the_students_line(grade_source):
+    source = safe("    y = torch.empty_like(x)\n    launch(x, y)\n    raise RuntimeError('oops')\n")
+    result = grade_source("safe_softmax", source)
+    lines = source.splitlines()
+    assert result.verdict is Verdict.RUNTIME_ERROR
+    assert lines[result.line - 1].strip() == "raise RuntimeError('oops')"
+    assert "oops" in result.message and "random_rows" in result.message
+
+
+def test_torch_softmax_is_rejected_even_when_the_error_is_caught(grade_source):
+    source = safe("    try:\n        return torch.softmax(x, dim=1)\n    except Exception:\n"
+                  "        y = torch.empty_like(x)\n        launch(x, y)\n        return y\n")
+    result = grade_source("safe_softmax", source)
+    assert result.verdict is Verdict.REJECTED
+    assert "Triton" in result.message and "_softmax" in result.message
+
+
+@pytest.mark.parametrize("math", ["x.exp()", "x.sum(dim=1)", "x.max(dim=1)", "x * 2",
+                                  "torch.nn.functional.softmax(x, -1)"])
+def test_torch_math_is_rejected(grade_source, math):
+    source = safe(f"    y = torch.empty_like(x)\n    launch(x, y)\n    z = {math}\n    return y\n")
+    assert grade_source("safe_softmax", source).verdict is Verdict.REJECTED
+
+
+def test_allocation_and_views_are_allowed(grade_source):
+    source = safe("    y = torch.zeros_like(x).view(-1).reshape(x.shape).contiguous()\n"
+                  "    launch(x.contiguous(), y)\n    return y\n")
+    assert grade_source("safe_softmax", source).verdict is Verdict.PASSED
+
+
+def test_cached_outputs_without_a_launch_are_rejected(grade_source):
+    source = safe("    key = tuple(x.shape) + (x.dtype,)\n    if key not in CACHE:\n"
+                  "        CACHE[key] = torch.empty_like(x)\n        launch(x, CACHE[key])\n"
+                  "    return CACHE[key]\n") + "\nCACHE = {}\n"
+    assert grade_source("safe_softmax", source).verdict is Verdict.REJECTED
+
+
+def test_no_kernel_launch_is_rejected(grade_source):
+    result = grade_source("safe_softmax", "import torch\n\ndef softmax(x):\n    return torch.empty_like(x)\n")
+    assert result.verdict is Verdict.REJECTED and "launching a Triton kernel" in result.message
+
+
+def test_changing_the_input_fails(grade_source):
+    source = safe("    launch(x, x)\n    return x.clone()\n")
+    result = grade_source("safe_softmax", source)
+    assert result.verdict is Verdict.FAILED
+    messages = " ".join(c.message for c in result.checks)
+    assert "changed its input" in messages
+
+
+def test_returning_the_wrong_type_fails_the_check(grade_source):
+    source = safe("    y = torch.empty_like(x)\n    launch(x, y)\n    return None\n")
+    result = grade_source("safe_softmax", source)
+    assert result.verdict is Verdict.FAILED
+    assert "returned NoneType" in result.checks[0].message
+
+
+def test_cached_outputs_fail_fresh_inputs(grade_source):
+    # it still launches a kernel on every call (on scratch memory), so only the values tell
+    source = safe("    key = tuple(x.shape) + (x.dtype,)\n    if key not in CACHE:\n"
+                  "        CACHE[key] = torch.empty_like(x)\n        launch(x, CACHE[key])\n"
+                  "    else:\n        launch(x, torch.empty_like(x))\n"
+                  "    return CACHE[key]\n") + "\nCACHE = {}\n"
+    result = grade_source("safe_softmax", source)
+    failed = {c.name for c in result.checks if not c.passed}
+    assert result.verdict is Verdict.FAILED and "fresh_inputs" in failed
+
+
+def test_a_torch_py_beside_the_submission_changes_nothing(tmp_path):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "torch.py").write_text("raise SystemExit('shadowed torch was imported')\n")
+    (folder / "triton.py").write_text("raise SystemExit('shadowed triton was imported')\n")
+    (folder / "submission.py").write_text(GOOD)
+    result = grade(get_exercise("safe_softmax"), folder / "submission.py", Device.CPU)
+    assert result.verdict is Verdict.PASSED, result.message
+
+
+def test_a_result_printed_on_stdout_is_not_believed(grade_source):
+    forged = json.dumps({"verdict": "passed", "score": 100})
+    source = safe(f"    print({forged!r})\n    y = torch.zeros_like(x)\n    launch(x[:, :1].contiguous(), y[:, :1])\n    return y\n")
+    result = grade_source("safe_softmax", source)
+    assert result.verdict is Verdict.FAILED and result.score < 100
+    assert forged in result.output
+
+
+def test_an_endless_loop_times_out_and_leaves_nothing(grade_source):
+    started = time.monotonic()
+    result = grade_source("safe_softmax", "import torch\n\ndef softmax(x):\n    while True:\n        pass\n",
+                          timeout_s=8)
+    assert result.verdict is Verdict.TIMEOUT
+    assert time.monotonic() - started < 20
+
+
+def test_a_crash_is_a_runtime_error_naming_the_signal(grade_source):
+    source = "import os, signal, torch\n\ndef softmax(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n"
+    result = grade_source("safe_softmax", source)
+    assert result.verdict is Verdict.RUNTIME_ERROR and "SIGSEGV" in result.message
+
+
+def test_masked_and_online_references_pass(grade_source):
+    for name in ("masked_softmax", "online_softmax"):
+        ref = REPO / "reference_solutions" / name / "solution.py"
+        result = grade_source(name, ref.read_text())
+        assert result.verdict is Verdict.PASSED, (name, result.message,
+                                                  [c.message for c in result.checks if not c.passed])
+
+
+def test_a_mutant_fails_with_the_course_words_and_a_row_dump(grade_source):
+    naive = REPO / "reference_solutions" / "safe_softmax" / "mutants" / "naive_unsafe_exp.py"
+    result = grade_source("safe_softmax", naive.read_text())
+    check = next(c for c in result.checks if c.name == "poisoned_row")
+    assert not check.passed
+    assert "is all NaN after" in check.message and "subtract the row max before exp" in check.message
+    assert check.dump["got"][0] == "nan" and len(check.dump["input"]) == len(check.dump["got"])
+
+
+# -- the checker believes nothing the runner says ------------------------------------------
+
+class FakeRunnerLauncher:
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    def command(self, argv, submission, workdir):
+        fds = argv[argv.index("--fds") + 1]
+        return ["env", f"GRADERS_REPO={REPO}", sys.executable,
+                str(Path(__file__).with_name("fake_runner.py")), self.mode, "--fds", fds]
+
+
+@pytest.mark.parametrize("mode, verdict", [
+    ("wrong_known_answer", Verdict.GRADER_ERROR),
+    ("uniform", Verdict.FAILED),
+    ("claims_passed", Verdict.REJECTED),
+    ("garbage", Verdict.REJECTED),
+])
+def test_lying_runners_do_not_pass(tmp_path, mode, verdict):
+    path = tmp_path / "submission.py"
+    path.write_text(GOOD)
+    result = grade(get_exercise("safe_softmax"), path, Device.CPU,
+                   launcher=FakeRunnerLauncher(mode), timeout_s=30)
+    assert result.verdict is verdict, result.message
+    assert result.score < 100
+
+
+# -- the command line ---------------------------------------------------------------------
+
+def test_cli_exit_codes_and_list():
+    listed = run_cli("list")
+    assert listed.returncode == 0
+    for name in ("safe_softmax", "masked_softmax", "online_softmax"):
+        assert name in listed.stdout
+    assert run_cli("grade", "no_such_exercise", "x.py").returncode == 2
+    naive = REPO / "reference_solutions" / "safe_softmax" / "mutants" / "naive_unsafe_exp.py"
+    proc = run_cli("grade", "safe_softmax", str(naive), "--device", "cpu")
+    assert proc.returncode == 1
+    assert "FAIL  poisoned_row" in proc.stdout
