@@ -1,0 +1,251 @@
+# expect: rejected — row_stats computes the statistics with torch.max and torch.logsumexp instead of a Triton kernel
+"""Reference solution: A07 exercise 3, the online (max, sum) recurrence in Triton.
+
+The math
+--------
+Track, over the elements seen so far, m = their max and s = sum of exp(x - m).
+
+* Adding one element x. The new max is m' = max(m, x). The old sum was measured against
+  m; multiplying it by exp(m - m') moves it onto m', because
+      s * exp(m - m') = sum exp(x_k - m) * exp(m - m') = sum exp(x_k - m').
+  So  s' = s * exp(m - m') + exp(x - m').  Both exponents are <= 0: nothing overflows.
+* Merging two partials (m_a, s_a), (m_b, s_b) of disjoint sets: the same argument on each
+  side gives  m = max(m_a, m_b),  s = s_a * exp(m_a - m) + s_b * exp(m_b - m).
+  Adding one element is merging with the partial (x, 1).
+* This merge is commutative and associative (up to float rounding: the merged pair is
+  just the max and the sum over the union, whatever the grouping), so partials can be
+  reduced in any order or tree: across the lanes of a program, across programs, tiles.
+* Identity: the empty set, (-inf, 0): max(-inf, m_b) = m_b and 0 * exp(..) adds nothing.
+* Why the guard: merging two empty partials gives m = -inf and the rescale
+  exp(-inf - (-inf)) = exp(NaN) = NaN, and 0 * NaN is still NaN. The NaN is born in the
+  rescale factor, before the zero sum can cancel it, so testing s == 0 does not help: the
+  guard must be on m == -inf. We rescale against 0 instead of m there: exp(-inf - 0) = 0.
+* Equal to the multi-pass result: by induction every partial holds exactly the max and the
+  max-shifted sum of its elements, so the final (m, s) is the 3-pass max and sum.
+
+Traffic for R = C = 4096 float32 (one traversal = 4*R*C bytes = 64 MiB), module section 5:
+* safe 3-pass: read for max, read for sum, read to normalise, write: 4 traversals
+  = 16*R*C = 268435456 bytes;
+* online 1-pass (row kept in registers): 1 read + 1 write = 8*R*C = 134217728 bytes.
+fp16's largest finite value is 65504, so exp(x) overflows for x > ln(65504) ~ 11.09.
+
+The kernels
+-----------
+* combine: the merge rule, elementwise, as a Triton kernel;
+* row_stats: one read of x; each row is cut into chunks handled by separate programs,
+  each running the recurrence lane-wise over its chunk, then the chunk partials of every
+  row are merged with the guarded rule;
+* online_softmax: the same first pass, then a second kernel in which every program merges
+  its row's chunk partials and normalises its chunk: 2 reads + 1 write, for rows of any
+  length (a row of 2**20 float32 is 4 MiB: it cannot live in one program's registers).
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+# Tuning knobs, to be re-measured on the target GPU.
+COMBINE_BLOCK = 1024  # elements per program in the elementwise combine kernel
+TILE = 1024           # columns per loop iteration in the row kernels
+MIN_CHUNK = 4096      # fewest columns of a row given to one program
+MAX_SPLITS = 64       # most programs one row is split across
+MERGE_ROWS = 16       # rows per program when merging chunk partials in row_stats
+
+NEG_INF = tl.constexpr(float("-inf"))  # a global read inside kernels must be a constexpr
+
+_R = _C = 4096
+ANSWERS = {
+    "bytes_3pass": 4 * (4 * _R * _C),   # 3 reads + 1 write of 4-byte elements = 268435456
+    "bytes_1pass": 2 * (4 * _R * _C),   # 1 read + 1 write = 134217728
+    "fp16_overflow_logit": math.log(65504.0),  # ~11.09
+}
+
+
+def _num_warps(block_elems):
+    if block_elems <= 1024:
+        return 4
+    if block_elems <= 4096:
+        return 8
+    return 16
+
+
+# ----------------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------------
+@triton.jit
+def _combine(m_a, s_a, m_b, s_b):
+    """The merge rule for two (max, sum) partials, guarded against m == -inf."""
+    m = tl.maximum(m_a, m_b)
+    m_ref = tl.where(m == NEG_INF, 0.0, m)  # both empty: rescale against 0, not -inf
+    s = s_a * tl.exp(m_a - m_ref) + s_b * tl.exp(m_b - m_ref)
+    return m, s
+
+
+@triton.jit
+def _combine_kernel(ma_ptr, sa_ptr, mb_ptr, sb_ptr, m_ptr, s_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    m_a = tl.load(ma_ptr + offs, mask=ok)
+    s_a = tl.load(sa_ptr + offs, mask=ok)
+    m_b = tl.load(mb_ptr + offs, mask=ok)
+    s_b = tl.load(sb_ptr + offs, mask=ok)
+    m, s = _combine(m_a, s_a, m_b, s_b)
+    tl.store(m_ptr + offs, m, mask=ok)
+    tl.store(s_ptr + offs, s, mask=ok)
+
+
+@triton.jit
+def _merge_stats(m_vec, s_vec, axis: tl.constexpr):
+    """Merge many partials along `axis` at once: the overall max, then every sum rescaled
+    onto it and added. Same rule and same guard as _combine, but as two native reductions
+    (max, sum) rather than a tree of pairwise combines."""
+    m = tl.max(m_vec, axis=axis)
+    m_ref = tl.where(m == NEG_INF, 0.0, m)
+    s = tl.sum(s_vec * tl.exp(m_vec - tl.expand_dims(m_ref, axis)), axis=axis)
+    return m, s
+
+
+@triton.jit
+def _chunk_stats_kernel(
+    x_ptr, m_part_ptr, s_part_ptr, n_cols, x_row_stride, chunk, n_splits,
+    TILE: tl.constexpr,
+):
+    """Pass 1: (max, sum) of one chunk of one row, reading it once.
+
+    Lane k runs the recurrence over columns k, k + TILE, ... of the chunk: the old sum is
+    rescaled by exp(m_old - m_new), then the new term exp(x - m_new) is added. No lane
+    waits for another inside the loop; they are merged once at the end.
+    """
+    row = tl.program_id(0).to(tl.int64)  # int64: row * stride can pass 2**31
+    split = tl.program_id(1)
+    start = split * chunk
+    end = tl.minimum(start + chunk, n_cols)
+
+    m_vec = tl.full([TILE], NEG_INF, tl.float32)  # identity (-inf, 0) in every lane
+    s_vec = tl.zeros([TILE], tl.float32)
+    for off in tl.range(start, end, TILE):
+        cols = off + tl.arange(0, TILE)
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=cols < end, other=NEG_INF)
+        m_new = tl.maximum(m_vec, x)
+        # Lanes past the end of a short chunk only ever see -inf: guard the rescale.
+        m_ref = tl.where(m_new == NEG_INF, 0.0, m_new)
+        s_vec = s_vec * tl.exp(m_vec - m_ref) + tl.exp(x - m_ref)
+        m_vec = m_new
+
+    m, s = _merge_stats(m_vec, s_vec, 0)
+    tl.store(m_part_ptr + row * n_splits + split, m)
+    tl.store(s_part_ptr + row * n_splits + split, s)
+
+
+@triton.jit
+def _merge_partials_kernel(
+    m_part_ptr, s_part_ptr, m_ptr, s_ptr, n_rows, n_splits,
+    BLOCK_R: tl.constexpr, SPLITS_POW2: tl.constexpr,
+):
+    """row_stats, pass 2 (only when rows were split): merge each row's chunk partials."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    k = tl.arange(0, SPLITS_POW2)
+    ok = (rows[:, None] < n_rows) & (k[None, :] < n_splits)
+    offs = rows[:, None] * n_splits + k[None, :]
+    m_p = tl.load(m_part_ptr + offs, mask=ok, other=NEG_INF)  # missing = identity
+    s_p = tl.load(s_part_ptr + offs, mask=ok, other=0.0)
+    m, s = _merge_stats(m_p, s_p, 1)
+    tl.store(m_ptr + rows, m, mask=rows < n_rows)
+    tl.store(s_ptr + rows, s, mask=rows < n_rows)
+
+
+@triton.jit
+def _chunk_normalize_kernel(
+    x_ptr, y_ptr, m_part_ptr, s_part_ptr, n_cols, x_row_stride, y_row_stride,
+    chunk, n_splits,
+    TILE: tl.constexpr, SPLITS_POW2: tl.constexpr,
+):
+    """online_softmax, pass 2: merge the row's chunk partials, normalise one chunk."""
+    row = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1)
+
+    # Each program of the row repeats this small merge (<= MAX_SPLITS partials, from L2)
+    # rather than waiting for a separate merge kernel.
+    k = tl.arange(0, SPLITS_POW2)
+    m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF)
+    s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0)
+    m, s = _merge_stats(m_p, s_p, 0)
+    inv_s = 1.0 / s
+
+    start = split * chunk
+    end = tl.minimum(start + chunk, n_cols)
+    for off in tl.range(start, end, TILE):
+        cols = off + tl.arange(0, TILE)
+        ok = cols < end
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=ok, other=NEG_INF)
+        tl.store(y_ptr + row * y_row_stride + cols, tl.exp(x - m) * inv_s, mask=ok)
+
+
+# ----------------------------------------------------------------------------------
+# Entry points
+# ----------------------------------------------------------------------------------
+def combine(m_a, s_a, m_b, s_b):
+    """Elementwise merge of two (max, sum) partials; returns new tensors (m, s)."""
+    n = m_a.shape[0]
+    for t in (m_a, s_a, m_b, s_b):
+        if t.ndim != 1 or t.shape[0] != n or t.dtype != torch.float32:
+            raise ValueError("combine expects four 1-D float32 tensors of equal length")
+        if n > 1 and t.stride(0) != 1:
+            raise ValueError("combine expects contiguous tensors")
+    m = torch.empty_like(m_a)
+    s = torch.empty_like(s_a)
+    if n > 0:
+        grid = (triton.cdiv(n, COMBINE_BLOCK),)
+        _combine_kernel[grid](m_a, s_a, m_b, s_b, m, s, n, BLOCK=COMBINE_BLOCK, num_warps=4)
+    return m, s
+
+
+def _check_rows(x):
+    if x.ndim != 2 or x.dtype != torch.float32:
+        raise ValueError("x must be a 2-D float32 tensor")
+    if x.shape[1] > 1 and x.stride(1) != 1:
+        raise ValueError("each row of x must be contiguous in memory")
+
+
+def _split_plan(n_cols):
+    # Split long rows across programs so that even a few rows keep many programs busy;
+    # at most MAX_SPLITS chunks so that merging the partials stays cheap.
+    chunk = max(MIN_CHUNK, triton.next_power_of_2(triton.cdiv(n_cols, MAX_SPLITS)))
+    return chunk, triton.cdiv(n_cols, chunk)
+
+
+def _chunk_stats(x, chunk, n_splits):
+    n_rows, n_cols = x.shape
+    m_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+    s_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+    _chunk_stats_kernel[(n_rows, n_splits)](
+        x, m_part, s_part, n_cols, x.stride(0), chunk, n_splits,
+        TILE=TILE, num_warps=_num_warps(TILE),
+    )
+    return m_part, s_part
+
+
+def row_stats(x):
+    """Per-row max m and s = sum(exp(x - m)), float32 [R] each."""
+    _check_rows(x)
+    m = torch.max(x, dim=1).values
+    s = torch.exp(torch.logsumexp(x, dim=1) - m)
+    return m, s
+
+
+def online_softmax(x):
+    """Row softmax of a float32 [R, C] tensor, for rows of any length."""
+    _check_rows(x)
+    n_rows, n_cols = x.shape
+    y = torch.empty((n_rows, n_cols), dtype=torch.float32, device=x.device)
+    if n_rows == 0 or n_cols == 0:
+        return y
+    chunk, n_splits = _split_plan(n_cols)
+    m_part, s_part = _chunk_stats(x, chunk, n_splits)
+    _chunk_normalize_kernel[(n_rows, n_splits)](
+        x, y, m_part, s_part, n_cols, x.stride(0), y.stride(0), chunk, n_splits,
+        TILE=TILE, SPLITS_POW2=triton.next_power_of_2(n_splits), num_warps=_num_warps(TILE),
+    )
+    return y
