@@ -25,7 +25,8 @@ from . import protocol
 from .arrays import HostArray, from_f64
 from .casekit import Call, CaseContext, CheckFailed
 from .judge import Failure
-from .launch import Launcher, RunnerProcess, start_runner
+from .launch import CloseReport, Launcher, RunnerProcess, start_runner
+from .sandbox import Limits, default_launcher
 from .results import CheckResult, GradeResult
 from .spec import CheckSpec, ExerciseSpec, SpecError
 from .vocabulary import Device, Verdict
@@ -57,9 +58,11 @@ def load_checks_module(exercise: ExerciseSpec) -> ModuleType:
 class Session:
     """One conversation with one runner process."""
 
-    def __init__(self, runner: RunnerProcess, timeout_s: float):
+    def __init__(self, runner: RunnerProcess, timeout_s: float, limits: Limits, sandboxed: bool):
         self.runner = runner
         self.timeout_s = timeout_s
+        self.limits = limits
+        self.runner_sandboxed = sandboxed
 
     def request(self, header: dict[str, Any], arrays: list[HostArray] | None = None,
                 during: str = "") -> protocol.Message:
@@ -76,7 +79,8 @@ class Session:
             error = reply.header.get("error") or {}
             kind = error.get("kind", "runtime_error")
             verdict = {"compile_error": Verdict.COMPILE_ERROR, "rejected": Verdict.REJECTED,
-                       "grader_error": Verdict.GRADER_ERROR}.get(kind, Verdict.RUNTIME_ERROR)
+                       "grader_error": Verdict.GRADER_ERROR, "memory_limit": Verdict.MEMORY_LIMIT,
+                       "output_limit": Verdict.OUTPUT_LIMIT}.get(kind, Verdict.RUNTIME_ERROR)
             message = str(error.get("message", "unknown error"))
             line = error.get("line") if isinstance(error.get("line"), int) else None
             if line:
@@ -90,14 +94,28 @@ class Session:
 
     def _death(self, during: str) -> RunStopped:
         runner = self.runner
+        limits = self.limits
         if runner.killed_at_deadline:
             return RunStopped(Verdict.TIMEOUT,
                               f"the run went past its {self.timeout_s:g} s limit {during}: "
                               "an endless loop, or a kernel far too slow?".replace("  ", " "))
+        if runner.flooded_output:
+            return RunStopped(Verdict.OUTPUT_LIMIT,
+                              f"the submission printed more than {limits.output_max_bytes >> 20}"
+                              f" MiB {during}; it was stopped (the first "
+                              f"{limits.output_keep_bytes >> 10} KiB are kept)")
         try:
             code = runner.proc.wait(timeout=10)
         except Exception:  # noqa: BLE001
             code = None
+        if runner.out_of_memory:
+            return RunStopped(Verdict.MEMORY_LIMIT,
+                              f"the submission used more than {limits.memory_bytes >> 30} GiB of "
+                              f"memory {during} and was killed")
+        if code is not None and code > 128 and self.runner_sandboxed:
+            code = 128 - code  # bwrap exits 128 + N when its child dies of signal N
+        if code is not None and code < 0 and -code == signal.SIGXCPU:
+            return RunStopped(Verdict.TIMEOUT, f"the submission used up its CPU time {during}")
         if code is not None and code < 0:
             name = signal.Signals(-code).name
             hint = {"SIGSEGV": "an out-of-bounds load or store?",
@@ -136,15 +154,25 @@ def _changed_row(before: HostArray, after: HostArray) -> int | None:
     return int(rows[0]) if rows.size else None
 
 
+def resolve_device(device: Device) -> Device:
+    """auto -> cuda where an NVIDIA device node exists, else the CPU interpreter."""
+    if device is not Device.AUTO:
+        return device
+    return Device.CUDA if Path("/dev/nvidiactl").exists() and Path("/dev/nvidia0").exists() \
+        else Device.CPU
+
+
 class Grader:
     def __init__(self, exercise: ExerciseSpec, submission: Path, device: Device,
                  launcher: Launcher | None = None, timeout_s: float | None = None,
                  seed: int | None = None):
         self.exercise = exercise
         self.submission = submission.resolve()
-        self.device = device
-        self.launcher = launcher
+        self.device = resolve_device(device)
+        # the sandbox by default; raises SandboxUnavailable where bwrap is missing
+        self.launcher = launcher or default_launcher(sandbox=True)
         self.timeout_s = timeout_s
+        self.close_report: CloseReport | None = None
         self.seed = secrets.randbits(63) if seed is None else seed
 
     def rng(self, purpose: str) -> np.random.Generator:
@@ -153,7 +181,8 @@ class Grader:
     def grade(self) -> GradeResult:
         started = time.monotonic()
         result = GradeResult(exercise=self.exercise.name, language="triton",
-                             device=self.device.value, verdict=Verdict.GRADER_ERROR, score=0.0)
+                             device=self.device.value, verdict=Verdict.GRADER_ERROR, score=0.0,
+                             sandboxed=self.launcher.sandboxed)
         try:
             checks_module = load_checks_module(self.exercise)
         except Exception as exc:  # noqa: BLE001 - a broken exercise folder is the grader's fault
@@ -163,14 +192,18 @@ class Grader:
         # CPU and auto start alike; the runner says which device it got
         timeout = self.timeout_s or self.exercise.timeouts_s[
             Device.CUDA if self.device == Device.CUDA else Device.CPU]
-        runner = start_runner(self.submission, self.device.value, timeout, self.launcher)
-        session = Session(runner, timeout)
+        try:
+            runner = start_runner(self.submission, self.device.value, timeout, self.launcher)
+        except OSError as exc:
+            result.message = f"could not start the runner: {exc}"
+            return result
+        session = Session(runner, timeout, self.launcher.limits, self.launcher.sandboxed)
         try:
             self._run(session, checks_module, result)
         except RunStopped as stop:
             result.verdict, result.message, result.line = stop.verdict, stop.message, stop.line
         finally:
-            runner.close()
+            self.close_report = runner.close()
             result.output = runner.output.text()
             result.output_dropped_bytes = runner.output.dropped
             result.duration_s = round(time.monotonic() - started, 3)

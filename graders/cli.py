@@ -15,6 +15,7 @@ from . import GRADER_VERSION
 from .checker import grade
 from .registry import all_exercises, get_exercise
 from .report import render
+from .sandbox import SandboxUnavailable, default_launcher
 from .spec import SpecError
 from .vocabulary import Device, Verdict
 
@@ -33,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds")
     g.add_argument("--seed", type=int, default=None, help="fix the input seed (debugging only)")
+    g.add_argument("--no-sandbox", action="store_true",
+                   help="run without bubblewrap: only for your own code on your own machine")
 
     sub.add_parser("list", help="list the exercises")
 
@@ -40,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--device", choices=[d.value for d in Device], default="cpu")
     s.add_argument("--jobs", type=int, default=None, help="gradings run at once")
     s.add_argument("--exercise", action="append", help="only these exercises")
+    s.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
     return p
 
 
@@ -53,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "selftest":
             from .selftest import run_selftest
 
-            return run_selftest(Device(args.device), jobs=args.jobs, only=args.exercise)
-    except SpecError as exc:
+            return run_selftest(Device(args.device), jobs=args.jobs, only=args.exercise,
+                                sandbox=not args.no_sandbox)
+    except (SpecError, SandboxUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_USAGE
@@ -80,7 +85,9 @@ def _grade(args: argparse.Namespace) -> int:
     if args.file.suffix != ".py":
         print(f"error: {args.file}: a Triton submission is one .py file", file=sys.stderr)
         return EXIT_USAGE
-    result = grade(exercise, args.file, Device(args.device), timeout_s=args.timeout, seed=args.seed)
+    launcher = default_launcher(sandbox=not args.no_sandbox)
+    result = grade(exercise, args.file, Device(args.device), timeout_s=args.timeout, seed=args.seed,
+                   launcher=launcher)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

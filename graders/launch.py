@@ -1,15 +1,18 @@
-"""Starting and stopping the runner process (the seam the sandbox wraps).
+"""Starting, confining and stopping the runner process.
 
-The checker owns both pipes of the channel, drains the runner's stdout and
-stderr into a capped buffer nobody parses, and enforces a wall-clock deadline
-by killing the runner's whole process group. ``Launcher`` is the interface a
-sandbox implements: it turns the runner's argv and environment into the
-command that actually runs.
+The checker owns both pipes of the channel and drains the runner's stdout and
+stderr into a capped buffer that nobody parses. Around whatever command the
+launcher builds (bubblewrap, or a plain process with ``--no-sandbox``), a small
+shim joins the job's cgroup and sets rlimits before anything untrusted starts.
+A watchdog kills the process group at the wall-clock deadline; ``close`` kills
+whatever is left in the cgroup and reports it, so a slot can tell it is clean.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -18,47 +21,80 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Callable, Protocol
 
 from . import protocol
-from .registry import REPO_ROOT
+from .cgroups import JobCgroup
 from .runner.main import BOOT
+from .sandbox import Limits
 
-OUTPUT_CAP_BYTES = 64 * 1024
+log = logging.getLogger(__name__)
+
 # variables a runner may inherit; everything else (tokens, database URLs) stays out
-_PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-                    "LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-                    "NVSHMEM_DISABLE_NVLS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+_PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE",
+                    "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+# Runs between the launcher and the runner: joins the cgroup, sets rlimits, execs.
+_SHIM = (
+    "import os, resource, sys\n"
+    "n = int(sys.argv[1]); files = sys.argv[2:2 + n]; limits = sys.argv[2 + n]\n"
+    "for f in files:\n"
+    "    with open(f, 'w') as fh: fh.write(str(os.getpid()))\n"
+    "for item in filter(None, limits.split(',')):\n"
+    "    name, value = item.split('=')\n"
+    "    resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
+    "os.execvp(sys.argv[3 + n], sys.argv[3 + n:])\n"
+)
+
+
+@dataclass
+class RunnerJob:
+    """What the runner needs, before a launcher decides where it really runs."""
+
+    python: str
+    submission: Path
+    device: str
+    fds: tuple[int, int]
+    workdir: Path
+    env: dict[str, str]
+
+    def runner_argv(self, root: str, submission: str) -> list[str]:
+        return [self.python, "-I", "-c", BOOT, root, "--submission", submission,
+                "--device", self.device, "--fds", f"{self.fds[0]},{self.fds[1]}"]
 
 
 class Launcher(Protocol):
-    """Wraps the runner command, e.g. in a sandbox. ``workdir`` is its private writable dir."""
+    sandboxed: bool
+    limits: Limits
+    gpu_index: int | None
 
-    def command(self, argv: list[str], submission: Path, workdir: Path) -> list[str]: ...
-
-
-class DirectLauncher:
-    """No sandbox: a separate process in its own session, nothing more."""
-
-    def command(self, argv: list[str], submission: Path, workdir: Path) -> list[str]:
-        return argv
+    def command(self, job: RunnerJob) -> tuple[list[str], dict[str, str]]: ...
 
 
 class CappedOutput:
-    """Keeps the first ``cap`` bytes of a stream and counts the rest."""
+    """Keeps the first ``keep`` bytes of a stream; past ``stop_at`` calls ``on_flood`` once."""
 
-    def __init__(self, stream: BinaryIO, cap: int = OUTPUT_CAP_BYTES):
-        self.cap = cap
+    def __init__(self, stream: BinaryIO, keep: int, stop_at: int, on_flood: Callable[[], None]):
+        self.keep, self.stop_at, self.on_flood = keep, stop_at, on_flood
         self.kept = bytearray()
-        self.dropped = 0
+        self.total = 0
+        self.flooded = False
         self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
         self._thread.start()
 
     def _drain(self, stream: BinaryIO) -> None:
-        while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
-            room = self.cap - len(self.kept)
-            self.kept += chunk[:max(room, 0)]
-            self.dropped += max(len(chunk) - max(room, 0), 0)
+        while chunk := stream.read1(65536):
+            room = max(self.keep - len(self.kept), 0)
+            self.kept += chunk[:room]
+            self.total += len(chunk)
+            if self.total > self.stop_at and not self.flooded:
+                self.flooded = True
+                self.on_flood()
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.kept)
 
     def text(self) -> str:
         self._thread.join(timeout=2)
@@ -66,13 +102,20 @@ class CappedOutput:
 
 
 @dataclass
+class CloseReport:
+    leftover_processes: int  # processes still in the job's cgroup after the runner ended
+    all_killed: bool
+
+
+@dataclass
 class RunnerProcess:
     proc: subprocess.Popen
     to_runner: BinaryIO
     from_runner: BinaryIO
-    output: CappedOutput
     workdir: tempfile.TemporaryDirectory
     deadline: float
+    cgroup: JobCgroup | None
+    output: CappedOutput | None = None
     killed_at_deadline: bool = False
     _watchdog: threading.Timer | None = field(default=None, repr=False)
 
@@ -83,21 +126,27 @@ class RunnerProcess:
         return protocol.receive(self.from_runner)
 
     @property
-    def seconds_left(self) -> float:
-        return self.deadline - time.monotonic()
+    def flooded_output(self) -> bool:
+        return bool(self.output and self.output.flooded)
+
+    @property
+    def out_of_memory(self) -> bool:
+        return bool(self.cgroup and self.cgroup.oom_killed())
 
     def kill(self) -> None:
-        """Kill the runner's whole process group (children and grandchildren too)."""
+        """Kill the launcher's process group; bwrap's death takes its pid namespace along."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self.cgroup:
+            self.cgroup.kill_all(wait_s=0)
 
     def _on_deadline(self) -> None:
         self.killed_at_deadline = True
         self.kill()
 
-    def close(self) -> int | None:
+    def close(self) -> CloseReport:
         if self._watchdog:
             self._watchdog.cancel()
         for stream in (self.to_runner, self.from_runner):
@@ -106,48 +155,83 @@ class RunnerProcess:
             except OSError:
                 pass
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=5)  # a runner told nothing more exits on its own
         except subprocess.TimeoutExpired:
             pass
-        self.kill()  # whatever it left behind in its group goes too
+        self.kill()
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            pass
+            log.error("runner %d did not die", self.proc.pid)
+        report = CloseReport(0, True)
+        if self.cgroup:
+            leftovers = self.cgroup.pids()
+            report = CloseReport(len(leftovers), self.cgroup.kill_all())
+            if leftovers:
+                log.warning("job left %d processes behind; killed: %s", len(leftovers),
+                            report.all_killed)
+            self.cgroup.remove()
         self.workdir.cleanup()
-        return self.proc.returncode
+        return report
 
 
-def start_runner(submission: Path, device: str, timeout_s: float,
-                 launcher: Launcher | None = None, python: str | None = None) -> RunnerProcess:
-    launcher = launcher or DirectLauncher()
+def _rlimits(limits: Limits, timeout_s: float, device: str, has_cgroup: bool) -> str:
+    items = {
+        "RLIMIT_CPU": int(timeout_s) + limits.cpu_seconds_margin,
+        "RLIMIT_FSIZE": limits.file_bytes,
+        "RLIMIT_CORE": 0,
+    }
+    if not has_cgroup:
+        if device == "cpu":  # never on a GPU: an address-space limit breaks CUDA
+            items["RLIMIT_AS"] = limits.memory_bytes * 2
+        if os.geteuid() != 0:  # root is not held by RLIMIT_NPROC anyway
+            soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+            items["RLIMIT_NPROC"] = soft if soft != resource.RLIM_INFINITY else 4096
+    return ",".join(f"{k}={v}" for k, v in items.items())
+
+
+def start_runner(submission: Path, device: str, timeout_s: float, launcher: Launcher,
+                 python: str | None = None) -> RunnerProcess:
+    limits = launcher.limits
     workdir = tempfile.TemporaryDirectory(prefix="graders-run-")
     to_runner_r, to_runner_w = os.pipe()
     from_runner_r, from_runner_w = os.pipe()
-    argv = [python or sys.executable, "-I", "-c", BOOT, str(REPO_ROOT),
-            "--submission", str(submission), "--device", device,
-            "--fds", f"{to_runner_r},{from_runner_w}"]
-    env = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
-    env.update(HOME=workdir.name, TMPDIR=workdir.name, PYTHONDONTWRITEBYTECODE="1",
-               TRITON_CACHE_DIR=str(Path(workdir.name) / ".triton"))
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # the interpreter run must not touch a GPU
-    proc = subprocess.Popen(
-        launcher.command(argv, submission, Path(workdir.name)),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        pass_fds=(to_runner_r, from_runner_w), cwd=workdir.name, env=env,
-        start_new_session=True,
+    job = RunnerJob(
+        python=python or sys.executable, submission=submission, device=device,
+        fds=(to_runner_r, from_runner_w), workdir=Path(workdir.name),
+        env={k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
+        | {"PYTHONDONTWRITEBYTECODE": "1"},
     )
+    command, env = launcher.command(job)
+    cgroup = JobCgroup.create(limits.memory_bytes, limits.max_pids)
+    procs = cgroup.procs_files if cgroup else []
+    shim = [sys.executable, "-I", "-c", _SHIM, str(len(procs)), *procs,
+            _rlimits(limits, timeout_s, device, cgroup is not None)]
+    try:
+        proc = subprocess.Popen(
+            shim + command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, pass_fds=job.fds, cwd=workdir.name, env=env,
+            start_new_session=True,
+        )
+    except BaseException:
+        for fd in (to_runner_r, to_runner_w, from_runner_r, from_runner_w):
+            os.close(fd)
+        if cgroup:
+            cgroup.remove()
+        workdir.cleanup()
+        raise
     os.close(to_runner_r)
     os.close(from_runner_w)
     runner = RunnerProcess(
         proc=proc,
         to_runner=os.fdopen(to_runner_w, "wb", buffering=1 << 20),
         from_runner=os.fdopen(from_runner_r, "rb", buffering=1 << 20),
-        output=CappedOutput(proc.stdout),
         workdir=workdir,
         deadline=time.monotonic() + timeout_s,
+        cgroup=cgroup,
     )
+    runner.output = CappedOutput(proc.stdout, limits.output_keep_bytes, limits.output_max_bytes,
+                                 on_flood=runner.kill)
     runner._watchdog = threading.Timer(timeout_s, runner._on_deadline)
     runner._watchdog.daemon = True
     runner._watchdog.start()

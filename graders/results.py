@@ -44,6 +44,7 @@ class GradeResult:
     output: str = ""  # the submission's own stdout/stderr, capped
     output_dropped_bytes: int = 0
     duration_s: float = 0.0
+    sandboxed: bool = True
     performance: dict[str, Any] | None = None
     grader_version: str = GRADER_VERSION
 

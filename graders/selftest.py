@@ -21,6 +21,7 @@ from pathlib import Path
 from .checker import grade
 from .registry import all_exercises, references_root
 from .results import GradeResult
+from .sandbox import default_launcher
 from .spec import ExerciseSpec
 from .vocabulary import Device, Verdict
 
@@ -84,7 +85,8 @@ def describe(result: GradeResult) -> str:
     return f"{result.verdict.value}: {result.message.splitlines()[0][:100]}"
 
 
-def run_selftest(device: Device, jobs: int | None = None, only: list[str] | None = None) -> int:
+def run_selftest(device: Device, jobs: int | None = None, only: list[str] | None = None,
+                 sandbox: bool = True) -> int:
     try:
         cases = collect(only)
     except ValueError as exc:
@@ -95,8 +97,10 @@ def run_selftest(device: Device, jobs: int | None = None, only: list[str] | None
     started = time.monotonic()
     print(f"selftest on {device.value}: {len(cases)} gradings, {jobs} at a time", flush=True)
 
+    launcher = default_launcher(sandbox=sandbox)  # fails early, with the fix, without bwrap
+
     def run(case: Case) -> tuple[Case, GradeResult]:
-        return case, grade(case.exercise, case.path, device)
+        return case, grade(case.exercise, case.path, device, launcher=launcher)
 
     wrong = 0
     width = max(len(c.label) for c in cases)

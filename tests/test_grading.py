@@ -10,6 +10,7 @@ import pytest
 from conftest import REPO, run_cli
 from graders.checker import grade
 from graders.registry import get_exercise
+from graders.sandbox import Limits
 from graders.vocabulary import Device, Verdict
 
 SAFE_KERNEL = '''
@@ -197,13 +198,19 @@ def test_a_mutant_fails_with_the_course_words_and_a_row_dump(grade_source):
 # -- the checker believes nothing the runner says ------------------------------------------
 
 class FakeRunnerLauncher:
+    """Swaps the real runner for tests/fake_runner.py, which speaks the protocol but lies."""
+
+    sandboxed = False
+    gpu_index = None
+
     def __init__(self, mode: str):
         self.mode = mode
+        self.limits = Limits()
 
-    def command(self, argv, submission, workdir):
-        fds = argv[argv.index("--fds") + 1]
-        return ["env", f"GRADERS_REPO={REPO}", sys.executable,
-                str(Path(__file__).with_name("fake_runner.py")), self.mode, "--fds", fds]
+    def command(self, job):
+        fds = f"{job.fds[0]},{job.fds[1]}"
+        return ([sys.executable, str(Path(__file__).with_name("fake_runner.py")), self.mode,
+                 "--fds", fds], dict(job.env, GRADERS_REPO=str(REPO)))
 
 
 @pytest.mark.parametrize("mode, verdict", [

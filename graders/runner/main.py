@@ -14,6 +14,7 @@ The submission's own stdout and stderr go elsewhere and are never parsed.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.util
 import json
 import os
@@ -160,7 +161,7 @@ class Runner:
                 return _rejected(state), []
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            kind = "compile_error" if _is_triton_compile_error(exc) else "runtime_error"
+            kind = _error_kind(exc)
             return _error(kind, _describe(exc), self.student_line(exc),
                           self.student_traceback(exc)), []
         if state.violations:
@@ -209,8 +210,16 @@ class Runner:
         return "\n".join(lines)
 
 
-def _is_triton_compile_error(exc: BaseException) -> bool:
-    return type(exc).__name__ == "CompilationError" and "triton" in type(exc).__module__
+def _error_kind(exc: BaseException) -> str:
+    """The verdict family of an exception raised by the submission's call."""
+    name = type(exc).__name__
+    if name == "CompilationError" and "triton" in type(exc).__module__:
+        return "compile_error"
+    if isinstance(exc, MemoryError) or name == "OutOfMemoryError":  # host, or torch's CUDA OOM
+        return "memory_limit"
+    if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
+        return "output_limit"  # past the file-size limit, or the private /tmp is full
+    return "runtime_error"
 
 
 def _describe(exc: BaseException) -> str:

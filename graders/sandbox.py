@@ -1,0 +1,170 @@
+"""The sandbox every untrusted runner runs in: bubblewrap, plus limits.
+
+``BwrapLauncher`` turns the runner's command into a bwrap command: every
+namespace unshared (so no network), uid/gid 65534, a new session, no
+capabilities, no nested user namespaces, dies with its parent. It sees
+read-only binds of exactly what it needs (the system's /usr, the Python
+environment, the runner's own code under /grader, the submission as
+/sandbox/submission.py), a private size-capped /tmp as its work dir, a fresh
+/proc and a minimal /dev, and on a GPU only the assigned GPU's device node
+plus nvidiactl and nvidia-uvm. No database, no other submission, no reference
+solution, no exercise folder, no environment secrets.
+
+``Limits`` are applied around it by ``graders.launch``: a cgroup for memory and
+process count where the host has one (never an address-space limit on a GPU,
+which breaks CUDA), rlimits for CPU time, file size and core dumps, a wall
+clock, and a cap on what the runner may print.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+SANDBOX_ROOT = "/grader"  # the graders package, read-only
+SANDBOX_SUBMISSION = "/sandbox/submission.py"
+SANDBOX_TMP = "/tmp"
+
+INSTALL_HINT = (
+    "bubblewrap (bwrap) is not installed, and the grader never runs untrusted code without its "
+    "sandbox: install Debian's package `bubblewrap` (apt-get install bubblewrap). To grade your "
+    "own code on your own machine only, pass --no-sandbox."
+)
+
+
+class SandboxUnavailable(Exception):
+    """bwrap is missing or cannot create namespaces here."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int = 6 << 30  # host memory, via the job cgroup
+    max_pids: int = 512  # tasks (threads count too: torch starts one per core)
+    cpu_seconds_margin: int = 30  # RLIMIT_CPU = wall clock + this (threads add up)
+    file_bytes: int = 64 << 20  # RLIMIT_FSIZE: largest file it may write
+    tmp_bytes: int = 512 << 20  # size of its private /tmp
+    output_keep_bytes: int = 64 << 10  # stdout+stderr kept for the report
+    output_max_bytes: int = 8 << 20  # past this the runner is stopped: output_limit
+
+
+def find_bwrap() -> str:
+    path = shutil.which("bwrap")
+    if path is None:
+        raise SandboxUnavailable(INSTALL_HINT)
+    return path
+
+
+@lru_cache(maxsize=None)
+def _probe(bwrap: str) -> None:
+    """Namespaces can be disabled by the host; find out once, with a clear message."""
+    cmd = [bwrap, *_BASE_FLAGS, "--ro-bind", "/", "/", "true"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise SandboxUnavailable(
+            f"bubblewrap is installed but cannot build its sandbox here: {proc.stderr.strip()} "
+            "(user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1, or run "
+            "the grader as root)")
+
+
+_BASE_FLAGS = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid",
+               "65534", "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
+
+
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"):
+        if os.path.exists(etc):
+            args += ["--ro-bind", etc, etc]
+    return args
+
+
+def _python_binds() -> list[str]:
+    """The interpreter and its packages, wherever they live (a venv, pyenv, /opt)."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.prefix),
+             os.path.dirname(os.path.realpath(sys.executable))}
+    paths |= {p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p}
+    args = []
+    for path in sorted(paths):
+        if os.path.isdir(path) and not path.startswith("/usr/"):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _gpu_binds(gpu_index: int) -> list[str]:
+    nodes = [f"/dev/nvidia{gpu_index}", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    args = []
+    for node in nodes:
+        if os.path.exists(node):
+            args += ["--dev-bind", node, node]
+    # CUDA reads device topology from /sys; it holds no secrets of ours
+    args += ["--ro-bind", "/sys", "/sys"]
+    return args
+
+
+class BwrapLauncher:
+    """Runs the runner inside bubblewrap. ``gpu_index`` None means no GPU at all."""
+
+    sandboxed = True
+
+    def __init__(self, gpu_index: int | None = None, limits: Limits | None = None):
+        self.bwrap = find_bwrap()
+        _probe(self.bwrap)
+        self.gpu_index = gpu_index
+        self.limits = limits or Limits()
+
+    def command(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
+        from .registry import REPO_ROOT
+
+        args = [self.bwrap, *_BASE_FLAGS, *_system_binds(), *_python_binds(),
+                "--ro-bind", str(REPO_ROOT / "graders"), f"{SANDBOX_ROOT}/graders",
+                "--ro-bind", str(job.submission), SANDBOX_SUBMISSION,
+                "--proc", "/proc", "--dev", "/dev",
+                "--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP,
+                "--chdir", SANDBOX_TMP]
+        env = dict(job.env, HOME=SANDBOX_TMP, TMPDIR=SANDBOX_TMP,
+                   TRITON_CACHE_DIR=f"{SANDBOX_TMP}/.triton")
+        if self.gpu_index is not None and job.device != "cpu":
+            args += _gpu_binds(self.gpu_index)
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        return args + job.runner_argv(SANDBOX_ROOT, SANDBOX_SUBMISSION), env
+
+
+class DirectLauncher:
+    """No sandbox: a separate process in its own session, with the same limits.
+
+    For grading your own code from the CLI (``--no-sandbox``); the server never uses it.
+    """
+
+    sandboxed = False
+
+    def __init__(self, gpu_index: int | None = None, limits: Limits | None = None):
+        self.gpu_index = gpu_index
+        self.limits = limits or Limits()
+
+    def command(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
+        from .registry import REPO_ROOT
+
+        env = dict(job.env, HOME=str(job.workdir), TMPDIR=str(job.workdir),
+                   TRITON_CACHE_DIR=str(Path(job.workdir) / ".triton"))
+        if job.device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        elif self.gpu_index is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+        return job.runner_argv(str(REPO_ROOT), str(job.submission)), env
+
+
+def default_launcher(sandbox: bool = True, gpu_index: int | None = 0,
+                     limits: Limits | None = None):
+    return (BwrapLauncher if sandbox else DirectLauncher)(gpu_index=gpu_index, limits=limits)

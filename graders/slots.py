@@ -1,0 +1,90 @@
+"""A grading slot: one device (the CPU interpreter or one GPU) taking one job at a time.
+
+After each job the slot checks itself: no process of the job left alive, and on
+a GPU its memory back to where it was when the slot started. A slot that fails
+the check is taken out of service with a log line; the pool (the server's
+queue) stops giving it jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from .checker import Grader
+from .launch import CloseReport
+from .results import GradeResult
+from .sandbox import Limits, default_launcher
+from .spec import ExerciseSpec
+from .vocabulary import Device
+
+log = logging.getLogger(__name__)
+GPU_MEMORY_SLACK_MIB = 256
+GPU_MEMORY_SETTLE_S = 10.0
+
+
+class SlotOutOfService(Exception):
+    pass
+
+
+def gpu_memory_used_mib(index: int) -> int | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                              "-i", str(index)], capture_output=True, text=True, timeout=20)
+        return int(out.stdout.strip().splitlines()[0])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+class Slot:
+    def __init__(self, name: str, device: Device, gpu_index: int | None = None,
+                 sandbox: bool = True, limits: Limits | None = None):
+        if device is Device.AUTO:
+            raise ValueError("a slot has a definite device")
+        self.name = name
+        self.device = device
+        self.gpu_index = gpu_index if device is Device.CUDA else None
+        self.launcher = default_launcher(sandbox=sandbox, gpu_index=self.gpu_index, limits=limits)
+        self.healthy = True
+        self.problem = ""
+        self.gpu_baseline_mib = (gpu_memory_used_mib(self.gpu_index)
+                                 if self.gpu_index is not None else None)
+
+    def grade(self, exercise: ExerciseSpec, submission: Path, **kwargs) -> GradeResult:
+        if not self.healthy:
+            raise SlotOutOfService(f"slot {self.name} is out of service: {self.problem}")
+        grader = Grader(exercise, submission, self.device, launcher=self.launcher, **kwargs)
+        result = grader.grade()
+        self.check_health(grader.close_report)
+        return result
+
+    def check_health(self, report: CloseReport | None) -> bool:
+        problems = []
+        if report is not None and not report.all_killed:
+            problems.append(f"{report.leftover_processes} processes of the last job survive")
+        if self.gpu_baseline_mib is not None:
+            used = self._settled_gpu_memory()
+            if used is not None and used > self.gpu_baseline_mib + GPU_MEMORY_SLACK_MIB:
+                problems.append(f"GPU {self.gpu_index} holds {used} MiB, "
+                                f"{used - self.gpu_baseline_mib} MiB above its baseline")
+        if problems:
+            self.healthy = False
+            self.problem = "; ".join(problems)
+            log.error("slot %s taken out of service: %s", self.name, self.problem)
+        return self.healthy
+
+    def _settled_gpu_memory(self) -> int | None:
+        """The driver frees a dead context's memory shortly after; give it a few seconds."""
+        deadline = time.monotonic() + GPU_MEMORY_SETTLE_S
+        while True:
+            used = gpu_memory_used_mib(self.gpu_index)
+            if used is None or used <= self.gpu_baseline_mib + GPU_MEMORY_SLACK_MIB \
+                    or time.monotonic() > deadline:
+                return used
+            time.sleep(0.5)

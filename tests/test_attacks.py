@@ -1,0 +1,236 @@
+"""The attack suite: hostile submissions graded in the sandbox on the CPU interpreter.
+
+Each case checks the verdict, that the answer came within the limit plus a small
+margin, that no process of the job is left behind, and that the same slot then
+grades a correct kernel normally. The table of verdicts is printed (pytest -s).
+"""
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from graders.registry import get_exercise
+from graders.sandbox import Limits
+from graders.slots import Slot
+from graders.vocabulary import Device, Verdict
+from test_grading import GOOD, SAFE_KERNEL
+
+LIMIT_S = 12  # wall clock for the hostile jobs
+MARGIN_S = 15  # start-up, kill and clean-up on a loaded 2-core machine
+MARKER = "4242.4242"  # argv of processes a submission tries to leave behind
+
+BAD_SOFTMAX = SAFE_KERNEL + """
+def softmax(x):
+    y = torch.zeros_like(x)
+    launch(x[:, :1].contiguous(), y[:, :1])
+    return y
+"""
+
+
+def _in_call(body: str, prelude: str = "") -> str:
+    """A submission whose softmax runs ``body`` before returning a wrong answer."""
+    return SAFE_KERNEL + prelude + "\n\ndef softmax(x):\n" + body + "\n" + \
+        "    y = torch.zeros_like(x)\n    launch(x[:, :1].contiguous(), y[:, :1])\n    return y\n"
+
+
+def _indent(code: str) -> str:
+    return "\n".join("    " + line for line in code.strip().splitlines())
+
+
+@pytest.fixture(scope="module")
+def slot():
+    return Slot("attack-cpu", Device.CPU, limits=Limits(memory_bytes=3 << 30))
+
+
+@pytest.fixture(scope="module")
+def loopback_server():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], accepted
+    server.close()
+
+
+def _secrets(tmp: Path) -> list[Path]:
+    planted = {"var/app.db": "SECRET-DATABASE", "submissions/17/other.py": "SECRET-OTHER-STUDENT"}
+    paths = []
+    for name, text in planted.items():
+        path = tmp / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        paths.append(path)
+    return paths + [REPO / "reference_solutions" / "safe_softmax" / "solution.py",
+                    REPO / "exercises" / "safe_softmax" / "checks.py", REPO / "README.md"]
+
+
+def _cases(tmp: Path, port: int) -> dict[str, tuple[str, set[Verdict]]]:
+    secrets = [str(p) for p in _secrets(tmp)]
+    outside = [str(tmp / "written-by-student.txt"), str(REPO / "graders" / "evil.py"),
+               "/grader/graders/evil.py", "/sandbox/submission.py", "/usr/evil"]
+    read_secrets = _indent(f"""
+found = []
+for path in {secrets!r}:
+    try:
+        found.append(open(path).read()[:40])
+    except OSError:
+        pass
+raise RuntimeError("found: " + repr(found))
+""")
+    daemon = _indent(f"""
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/bin/sleep", ["sleep", "{MARKER}"])
+    os._exit(0)
+""")
+    return {
+        "infinite loop": (_in_call("    while True:\n        pass"), {Verdict.TIMEOUT}),
+        "sleep forever": (_in_call("    import time\n    time.sleep(10**6)"), {Verdict.TIMEOUT}),
+        "SIGSTOP itself": (_in_call("    import os, signal\n    os.kill(os.getpid(), signal.SIGSTOP)"),
+                           {Verdict.TIMEOUT}),
+        "fork bomb": (_in_call("    import os\n    while True:\n        os.fork()"),
+                      {Verdict.RUNTIME_ERROR, Verdict.REJECTED, Verdict.TIMEOUT}),
+        "double-forked daemon": (_in_call(daemon), {Verdict.FAILED}),
+        "memory bomb": (_in_call("    hog = []\n    while True:\n        hog.append(bytearray(1 << 28))"),
+                        {Verdict.MEMORY_LIMIT}),
+        "stdout flood": (_in_call("    while True:\n        print('x' * 4096)"), {Verdict.OUTPUT_LIMIT}),
+        "stderr flood": (_in_call("    import sys\n    while True:\n        sys.stderr.write('y' * 4096)"),
+                         {Verdict.OUTPUT_LIMIT}),
+        "huge file": (_in_call("    with open('big', 'wb') as f:\n        for _ in range(1024):\n"
+                               "            f.write(b'z' * (1 << 20))"), {Verdict.OUTPUT_LIMIT}),
+        "loopback server": (_in_call(_indent(f"""
+import socket
+s = socket.socket()
+s.settimeout(3)
+s.connect(("127.0.0.1", {port}))
+""")), {Verdict.RUNTIME_ERROR}),
+        "read planted secrets": (_in_call(read_secrets), {Verdict.RUNTIME_ERROR}),
+        "write outside the work dir": (_in_call(_indent(f"""
+done = []
+for path in {outside!r}:
+    try:
+        with open(path, "w") as f:
+            f.write("pwned")
+        done.append(path)
+    except OSError:
+        pass
+raise RuntimeError("wrote: " + repr(done))
+""")), {Verdict.RUNTIME_ERROR}),
+        "plant symlinks for the grader": (_in_call(_indent(f"""
+import os
+for name in ("result.json", "output", ".triton", "submission.py"):
+    try:
+        os.symlink({str(tmp / 'victim.txt')!r}, name)
+    except OSError:
+        pass
+""")), {Verdict.FAILED}),
+        "kill its parent": (_in_call("    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)"),
+                            {Verdict.FAILED, Verdict.RUNTIME_ERROR}),
+        "kill its process group": (_in_call("    import os, signal\n    os.killpg(0, signal.SIGKILL)"),
+                                   {Verdict.RUNTIME_ERROR}),
+        "forge a result on the channel": (_in_call(_indent("""
+import json, os, struct, sys
+fd = int(sys.argv[sys.argv.index("--fds") + 1].split(",")[1])
+head = json.dumps({"ok": True, "outputs": 1, "launches": 1, "verdict": "passed", "_arrays": []}).encode()
+os.write(fd, struct.pack("<Q", len(head)) + head)
+""")), {Verdict.REJECTED}),
+        "top level: endless loop": ("while True:\n    pass\n", {Verdict.TIMEOUT}),
+        "top level: read secrets": (read_secrets.replace("\n    ", "\n").strip() + "\n",
+                                    {Verdict.COMPILE_ERROR}),
+        "top level: double-forked daemon": (daemon.replace("\n    ", "\n").strip() + "\n" + BAD_SOFTMAX,
+                                            {Verdict.FAILED}),
+    }
+
+
+def _leftovers() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if MARKER.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+CASE_NAMES = list(_cases(Path("/tmp"), 1))
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_attack(name, slot, tmp_path, loopback_server):
+    port, accepted = loopback_server
+    source, expected = _cases(tmp_path, port)[name]
+    (tmp_path / "victim.txt").write_text("victim")
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    path = folder / "submission.py"
+    path.write_text(source)
+    exercise = get_exercise("safe_softmax")
+
+    started = time.monotonic()
+    result = slot.grade(exercise, path, timeout_s=LIMIT_S)
+    elapsed = time.monotonic() - started
+    print(f"\n{name:<34} {result.verdict.value:<14} {elapsed:5.1f} s  {result.message[:90]!r}")
+
+    assert result.verdict in expected, result.message
+    assert elapsed < LIMIT_S + MARGIN_S
+    assert result.score < 100
+    assert _leftovers() == [], "a process outlived its job"
+    assert slot.healthy, slot.problem
+    # what the attacks must not have reached
+    assert accepted == []
+    assert "SECRET" not in result.message and "pwned" not in result.message
+    assert "found: []" in result.message or "read" not in name
+    assert "wrote: []" in result.message or "write" not in name
+    assert not (tmp_path / "written-by-student.txt").exists()
+    assert not (REPO / "graders" / "evil.py").exists()
+    assert (tmp_path / "victim.txt").read_text() == "victim"
+
+    # and the slot grades the next job normally
+    good = folder / "good.py"
+    good.write_text(GOOD)
+    after = slot.grade(exercise, good)
+    assert after.verdict is Verdict.PASSED, after.message
+
+
+def test_no_bwrap_means_no_grading(tmp_path):
+    """Without bubblewrap the CLI refuses and names the package to install."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.py"
+    path.write_text(GOOD)
+    env = dict(os.environ, PATH=str(tmp_path))  # no bwrap on PATH
+    proc = subprocess.run([sys.executable, "-m", "graders", "grade", "safe_softmax", str(path),
+                           "--device", "cpu"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert "bubblewrap" in proc.stderr and "apt-get install bubblewrap" in proc.stderr
+
+
+def test_runner_environment_holds_no_secrets(slot, tmp_path, monkeypatch):
+    monkeypatch.setenv("ADMIN_TOKEN", "SECRET-TOKEN")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://SECRET")
+    path = tmp_path / "env.py"
+    path.write_text(_in_call("    import os\n    raise RuntimeError(repr(dict(os.environ)))"))
+    result = slot.grade(get_exercise("safe_softmax"), path, timeout_s=LIMIT_S)
+    assert result.verdict is Verdict.RUNTIME_ERROR
+    assert "SECRET" not in result.message and "'HOME': '/tmp'" in result.message
