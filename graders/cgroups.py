@@ -66,7 +66,10 @@ class JobCgroup:
                 path.mkdir()
                 group = cls(2, [path])
                 (path / "memory.max").write_text(str(memory_bytes))
-                (path / "memory.swap.max").write_text("0")
+                try:
+                    (path / "memory.swap.max").write_text("0")
+                except OSError:
+                    pass
                 (path / "pids.max").write_text(str(max_pids))
                 return group
         except OSError as exc:

@@ -18,6 +18,7 @@ clock, and a cap on what the runner may print.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+log = logging.getLogger(__name__)
 SANDBOX_ROOT = "/grader"  # the graders package, read-only
 SANDBOX_SUBMISSION = "/sandbox/submission.py"
 SANDBOX_TMP = "/tmp"
@@ -59,20 +61,29 @@ def find_bwrap() -> str:
     return path
 
 
+_BASE_FLAGS = ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
+               "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
+# no user namespaces inside the sandbox (a kernel attack surface); some kernels and
+# gVisor cannot do this, and the sandbox then goes without it, with a log line
+_NO_NESTED_USERNS = ["--disable-userns"]
+
+
 @lru_cache(maxsize=None)
-def _probe(bwrap: str) -> None:
-    """Namespaces can be disabled by the host; find out once, with a clear message."""
-    cmd = [bwrap, *_BASE_FLAGS, "--ro-bind", "/", "/", "true"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    if proc.returncode != 0:
-        raise SandboxUnavailable(
-            f"bubblewrap is installed but cannot build its sandbox here: {proc.stderr.strip()} "
-            "(user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1, or run "
-            "the grader as root)")
-
-
-_BASE_FLAGS = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid",
-               "65534", "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
+def _probe(bwrap: str) -> tuple[str, ...]:
+    """Find the flags this host supports, once; refuse with a clear message if none work."""
+    error = ""
+    for extra in (_NO_NESTED_USERNS, []):
+        flags = [*_BASE_FLAGS, *extra]
+        proc = subprocess.run([bwrap, *flags, "--ro-bind", "/", "/", "true"], capture_output=True,
+                              text=True, timeout=30)
+        if proc.returncode == 0:
+            if not extra:
+                log.warning("bwrap cannot --disable-userns here (%s); sandboxing without it", error)
+            return tuple(flags)
+        error = proc.stderr.strip()
+    raise SandboxUnavailable(
+        f"bubblewrap is installed but cannot build its sandbox here: {error} (user namespaces "
+        "may be disabled: sysctl kernel.unprivileged_userns_clone=1, or run the grader as root)")
 
 
 def _system_binds() -> list[str]:
@@ -118,14 +129,14 @@ class BwrapLauncher:
 
     def __init__(self, gpu_index: int | None = None, limits: Limits | None = None):
         self.bwrap = find_bwrap()
-        _probe(self.bwrap)
+        self.flags = _probe(self.bwrap)
         self.gpu_index = gpu_index
         self.limits = limits or Limits()
 
     def command(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
         from .registry import REPO_ROOT
 
-        args = [self.bwrap, *_BASE_FLAGS, *_system_binds(), *_python_binds(),
+        args = [self.bwrap, *self.flags, *_system_binds(), *_python_binds(),
                 "--ro-bind", str(REPO_ROOT / "graders"), f"{SANDBOX_ROOT}/graders",
                 "--ro-bind", str(job.submission), SANDBOX_SUBMISSION,
                 "--proc", "/proc", "--dev", "/dev",

@@ -1,22 +1,130 @@
-"""GPU runs of the same graders (skipped without an NVIDIA GPU)."""
+"""GPU runs of the same graders, in the sandbox (skipped without an NVIDIA GPU).
+
+On the H200: a reference graded in the sandbox passes, the selftest passes, and the
+GPU attack cases behave: an endless kernel times out, exhausting GPU memory is a
+memory_limit, a job sees no GPU it was not given, and the slot stays healthy.
+"""
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 
 from conftest import REPO, run_cli
+from graders.launch import RunnerJob
+from graders.registry import get_exercise
+from graders.sandbox import BwrapLauncher
+from graders.slots import Slot
+from graders.vocabulary import Device, Verdict
+from test_grading import GOOD, SAFE_KERNEL
 
 pytestmark = pytest.mark.gpu
 
+ENDLESS_KERNEL = SAFE_KERNEL + '''
 
-def test_reference_passes_on_cuda():
+@triton.jit
+def _spin(x_ptr, y_ptr, n):
+    acc = tl.load(x_ptr)
+    for i in range(0, n):  # 2**31 iterations in every program: effectively endless
+        acc = acc * 1.0000001 + 1e-7
+    tl.store(y_ptr, acc)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    _spin[(100000,)](x, y, 2**31 - 1)
+    return y
+'''
+
+GPU_MEMORY_HOG = SAFE_KERNEL + '''
+
+def softmax(x):
+    hog = [torch.empty(16 << 30, dtype=torch.uint8, device=x.device) for _ in range(64)]
+    y = torch.empty_like(x)
+    launch(x, y)
+    return y
+'''
+
+SEES_DEVICES = SAFE_KERNEL + '''
+import os
+
+
+def softmax(x):
+    nodes = sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
+    raise RuntimeError(f"device={x.device} cuda={torch.cuda.is_available()} "
+                       f"count={torch.cuda.device_count()} nodes={nodes}")
+'''
+
+
+@pytest.fixture(scope="module")
+def slot():
+    return Slot("gpu-0", Device.CUDA, gpu_index=0)
+
+
+def _grade(slot, tmp_path, name, source, **kwargs):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return slot.grade(get_exercise("safe_softmax"), path, **kwargs)
+
+
+def test_reference_passes_in_the_sandbox_on_cuda():
     ref = REPO / "reference_solutions" / "safe_softmax" / "solution.py"
     proc = run_cli("grade", "safe_softmax", str(ref), "--device", "cuda", "--json")
     result = json.loads(proc.stdout)
+    print(f"\nreference on cuda: {result['verdict']} {result['score']} {result['device_name']} "
+          f"sandboxed={result['sandboxed']} {result['duration_s']} s")
     assert result["verdict"] == "passed" and result["device"] == "cuda", proc.stdout[-2000:]
+    assert result["sandboxed"] is True
 
 
-def test_selftest_on_cuda():
-    proc = run_cli("selftest", "--device", "cuda", timeout=1800)
+def test_endless_kernel_times_out_and_the_slot_stays_healthy(slot, tmp_path):
+    started = time.monotonic()
+    result = _grade(slot, tmp_path, "endless", ENDLESS_KERNEL, timeout_s=40)
+    elapsed = time.monotonic() - started
+    print(f"\nendless kernel: {result.verdict.value} after {elapsed:.1f} s; slot healthy: "
+          f"{slot.healthy} {slot.problem}")
+    assert result.verdict is Verdict.TIMEOUT and elapsed < 40 + 30
+    assert slot.healthy, slot.problem
+    assert _grade(slot, tmp_path, "good", GOOD).verdict is Verdict.PASSED
+
+
+def test_exhausting_gpu_memory_is_a_memory_limit(slot, tmp_path):
+    result = _grade(slot, tmp_path, "hog", GPU_MEMORY_HOG, timeout_s=120)
+    print(f"\nGPU memory hog: {result.verdict.value}: {result.message[:160]}")
+    assert result.verdict is Verdict.MEMORY_LIMIT
+    assert slot.healthy, slot.problem
+    assert _grade(slot, tmp_path, "good2", GOOD).verdict is Verdict.PASSED
+
+
+def test_a_sandbox_given_no_gpu_sees_none(tmp_path):
+    # (a full CPU-interpreter grading can't run here: the image's numpy breaks the interpreter)
+    launcher = BwrapLauncher(gpu_index=None)
+    job = RunnerJob(python=sys.executable, submission=REPO / "README.md", device="cpu", fds=(0, 1),
+                    workdir=tmp_path, env={"PATH": os.environ["PATH"]})
+    command, env = launcher.command(job)
+    tail = len(job.runner_argv("/grader", "/sandbox/submission.py"))
+    probe = ("import os, torch; print(sorted(n for n in os.listdir('/dev') if 'nvidia' in n), "
+             "torch.cuda.is_available())")
+    proc = subprocess.run(command[:-tail] + [sys.executable, "-I", "-c", probe], env=env,
+                          capture_output=True, text=True, timeout=120)
+    print(f"\nno-GPU sandbox: {proc.stdout.strip()} {proc.stderr.strip()[-200:]}")
+    assert proc.stdout.strip() == "[] False"
+
+
+def test_a_job_sees_only_the_gpu_it_was_given(slot, tmp_path):
+    gpu = _grade(slot, tmp_path, "gpu_sees", SEES_DEVICES, timeout_s=120)
+    print(f"GPU job: {gpu.message.splitlines()[0]}")
+    assert "count=1" in gpu.message
+    others = [n for n in os.listdir("/dev") if n.startswith("nvidia") and n[6:].isdigit()
+              and n != "nvidia0"]
+    for node in others:
+        assert f"'{node}'" not in gpu.message
+
+
+def test_selftest_on_cuda_in_the_sandbox():
+    proc = run_cli("selftest", "--device", "cuda", "--jobs", "8", timeout=1800)
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
