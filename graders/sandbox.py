@@ -136,7 +136,12 @@ class BwrapLauncher:
     def command(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
         from .registry import REPO_ROOT
 
+        # torch and triton look up the user's name: give uid 65534 one, and nothing more
+        (Path(job.workdir) / "passwd").write_text("nobody:x:65534:65534:nobody:/tmp:/usr/sbin/nologin\n")
+        (Path(job.workdir) / "group").write_text("nogroup:x:65534:\n")
         args = [self.bwrap, *self.flags, *_system_binds(), *_python_binds(),
+                "--ro-bind", str(Path(job.workdir) / "passwd"), "/etc/passwd",
+                "--ro-bind", str(Path(job.workdir) / "group"), "/etc/group",
                 "--ro-bind", str(REPO_ROOT / "graders"), f"{SANDBOX_ROOT}/graders",
                 "--ro-bind", str(job.submission), SANDBOX_SUBMISSION,
                 "--proc", "/proc", "--dev", "/dev",

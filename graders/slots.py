@@ -24,22 +24,31 @@ from .vocabulary import Device
 log = logging.getLogger(__name__)
 GPU_MEMORY_SLACK_MIB = 256
 GPU_MEMORY_SETTLE_S = 10.0
+GPU_BUSY_PERCENT = 20  # utilization left on an idle slot's GPU above this means a stuck kernel
 
 
 class SlotOutOfService(Exception):
     pass
 
 
-def gpu_memory_used_mib(index: int) -> int | None:
+def _smi(index: int, field: str) -> int | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
-        out = subprocess.run([smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+        out = subprocess.run([smi, f"--query-gpu={field}", "--format=csv,noheader,nounits",
                               "-i", str(index)], capture_output=True, text=True, timeout=20)
         return int(out.stdout.strip().splitlines()[0])
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
         return None
+
+
+def gpu_memory_used_mib(index: int) -> int | None:
+    return _smi(index, "memory.used")
+
+
+def gpu_utilization_percent(index: int) -> int | None:
+    return _smi(index, "utilization.gpu")
 
 
 class Slot:
@@ -73,11 +82,23 @@ class Slot:
             if used is not None and used > self.gpu_baseline_mib + GPU_MEMORY_SLACK_MIB:
                 problems.append(f"GPU {self.gpu_index} holds {used} MiB, "
                                 f"{used - self.gpu_baseline_mib} MiB above its baseline")
+            busy = self._settled_gpu_utilization()
+            if busy is not None and busy > GPU_BUSY_PERCENT:
+                # seen on the H200: a killed job's endless kernel can keep the GPU busy
+                problems.append(f"GPU {self.gpu_index} is still {busy}% busy with no job on it")
         if problems:
             self.healthy = False
             self.problem = "; ".join(problems)
             log.error("slot %s taken out of service: %s", self.name, self.problem)
         return self.healthy
+
+    def _settled_gpu_utilization(self) -> int | None:
+        deadline = time.monotonic() + GPU_MEMORY_SETTLE_S
+        while True:
+            busy = gpu_utilization_percent(self.gpu_index)
+            if busy is None or busy <= GPU_BUSY_PERCENT or time.monotonic() > deadline:
+                return busy
+            time.sleep(0.5)
 
     def _settled_gpu_memory(self) -> int | None:
         """The driver frees a dead context's memory shortly after; give it a few seconds."""

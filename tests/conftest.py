@@ -25,6 +25,16 @@ def _has_cuda() -> bool:
 HAS_CUDA = _has_cuda()
 
 
+ATTACK_TABLE: list[tuple[str, str, float, str]] = []  # filled by test_attacks.py
+
+
+def pytest_terminal_summary(terminalreporter):
+    if ATTACK_TABLE:
+        terminalreporter.section("attack suite: each hostile submission and its verdict")
+        for name, verdict, seconds, message in ATTACK_TABLE:
+            terminalreporter.write_line(f"{name:<34} {verdict:<14} {seconds:5.1f} s  {message}")
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
     for item in items:

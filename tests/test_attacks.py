@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import ATTACK_TABLE, REPO
 from graders.registry import get_exercise
 from graders.sandbox import Limits
 from graders.slots import Slot
@@ -188,7 +188,7 @@ def test_attack(name, slot, tmp_path, loopback_server):
     started = time.monotonic()
     result = slot.grade(exercise, path, timeout_s=LIMIT_S)
     elapsed = time.monotonic() - started
-    print(f"\n{name:<34} {result.verdict.value:<14} {elapsed:5.1f} s  {result.message[:90]!r}")
+    ATTACK_TABLE.append((name, result.verdict.value, elapsed, result.message.splitlines()[0][:70]))
 
     assert result.verdict in expected, result.message
     assert elapsed < LIMIT_S + MARGIN_S
