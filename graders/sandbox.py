@@ -139,13 +139,15 @@ class BwrapLauncher:
         # torch and triton look up the user's name: give uid 65534 one, and nothing more
         (Path(job.workdir) / "passwd").write_text("nobody:x:65534:65534:nobody:/tmp:/usr/sbin/nologin\n")
         (Path(job.workdir) / "group").write_text("nogroup:x:65534:\n")
-        args = [self.bwrap, *self.flags, *_system_binds(), *_python_binds(),
+        # the private /tmp first: binds after it stay visible even when the Python
+        # environment itself lives under the host's /tmp (a CI clone, say)
+        args = [self.bwrap, *self.flags, "--proc", "/proc", "--dev", "/dev",
+                "--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP,
+                *_system_binds(), *_python_binds(),
                 "--ro-bind", str(Path(job.workdir) / "passwd"), "/etc/passwd",
                 "--ro-bind", str(Path(job.workdir) / "group"), "/etc/group",
                 "--ro-bind", str(REPO_ROOT / "graders"), f"{SANDBOX_ROOT}/graders",
                 "--ro-bind", str(job.submission), SANDBOX_SUBMISSION,
-                "--proc", "/proc", "--dev", "/dev",
-                "--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP,
                 "--chdir", SANDBOX_TMP]
         env = dict(job.env, HOME=SANDBOX_TMP, TMPDIR=SANDBOX_TMP,
                    TRITON_CACHE_DIR=f"{SANDBOX_TMP}/.triton")

@@ -18,6 +18,8 @@ from graders.arrays import HostArray  # noqa: E402
 
 def main():
     mode = sys.argv[1]
+    if mode == "dies_at_start":  # e.g. a broken Python environment: not the student's fault
+        sys.exit("cannot start")
     fds = sys.argv[sys.argv.index("--fds") + 1]
     inbox, outbox = protocol.open_pair(*(int(x) for x in fds.split(",")))
     while True:

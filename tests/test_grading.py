@@ -215,6 +215,7 @@ class FakeRunnerLauncher:
 
 @pytest.mark.parametrize("mode, verdict", [
     ("wrong_known_answer", Verdict.GRADER_ERROR),
+    ("dies_at_start", Verdict.GRADER_ERROR),
     ("uniform", Verdict.FAILED),
     ("claims_passed", Verdict.REJECTED),
     ("garbage", Verdict.REJECTED),
