@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 
 from . import GRADER_VERSION
-from .checker import grade
+from .checker import resolve_device
 from .registry import all_exercises, get_exercise
 from .report import render
-from .sandbox import SandboxUnavailable, default_launcher
+from .sandbox import SandboxUnavailable
+from .slots import Slot
 from .spec import SpecError
 from .vocabulary import Device, Verdict
 
@@ -36,8 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=None, help="fix the input seed (debugging only)")
     g.add_argument("--no-sandbox", action="store_true",
                    help="run without bubblewrap: only for your own code on your own machine")
+    g.add_argument("--gpu-index", type=int, default=0, help="the GPU this grading may use")
 
-    sub.add_parser("list", help="list the exercises")
+    ls = sub.add_parser("list", help="list the exercises")
+    ls.add_argument("--json", action="store_true",
+                    help="statements, skeletons, checks and deadlines as one JSON object")
 
     s = sub.add_parser("selftest", help="references must pass, mutants must fail on their check")
     s.add_argument("--device", choices=[d.value for d in Device], default="cpu")
@@ -51,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "list":
-            return _list()
+            return _list(args.json)
         if args.command == "grade":
             return _grade(args)
         if args.command == "selftest":
@@ -65,12 +69,34 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
-def _list() -> int:
+def _list(as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"exercises": [_exercise_json(s) for s in all_exercises().values()]},
+                         indent=2))
+        return EXIT_PASSED
     for name, spec in all_exercises().items():
         print(f"{name:<16} {spec.title}: {spec.summary}")
         print(f"{'':<16} entry points: {', '.join(spec.entry_points)}; "
               f"checks: {', '.join(c.name for c in spec.checks)}")
     return EXIT_PASSED
+
+
+def _exercise_json(spec) -> dict:
+    """What the server shows of an exercise: never the checks' code or references."""
+    skeletons = {}
+    for language in spec.languages:
+        path = spec.skeleton_path(language)
+        if path is not None:
+            skeletons[language] = {"filename": path.name, "source": path.read_text()}
+    return {
+        "name": spec.name, "title": spec.title, "summary": spec.summary,
+        "languages": list(spec.languages), "entry_points": list(spec.entry_points),
+        "deadline": spec.deadline,
+        "statement": spec.statement_path.read_text() if spec.statement_path.exists() else "",
+        "skeletons": skeletons,
+        "checks": [{"name": c.name, "points": c.points, "description": c.description}
+                   for c in spec.checks],
+    }
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -85,11 +111,13 @@ def _grade(args: argparse.Namespace) -> int:
     if args.file.suffix != ".py":
         print(f"error: {args.file}: a Triton submission is one .py file", file=sys.stderr)
         return EXIT_USAGE
-    launcher = default_launcher(sandbox=not args.no_sandbox)
-    result = grade(exercise, args.file, Device(args.device), timeout_s=args.timeout, seed=args.seed,
-                   launcher=launcher)
+    slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
+                sandbox=not args.no_sandbox)
+    result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        # the slot's health rides along for the server's pool; it is not part of the result
+        print(json.dumps({**result.to_json(),
+                          "slot": {"healthy": slot.healthy, "problem": slot.problem}}, indent=2))
     else:
         print(render(result))
     if result.verdict is Verdict.PASSED:

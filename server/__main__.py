@@ -1,0 +1,21 @@
+"""``python -m server [--host 127.0.0.1] [--port 8000]``"""
+
+import argparse
+import logging
+
+import uvicorn
+
+from .app import create_app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    uvicorn.run(create_app(), host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

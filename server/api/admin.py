@@ -1,0 +1,155 @@
+"""Instructor endpoints: roster, every submission, regrade, flags, CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import PlainTextResponse, Response
+from pydantic import BaseModel, Field
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from ..auth import get_db, hash_token, instructor, new_token
+from ..models import Flag, Role, Status, Submission, User
+from .common import exercise_or_error, submission_json
+from .leaderboard import best_per_student
+
+router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(instructor)])
+
+
+class StudentIn(BaseModel):
+    username: str = Field(pattern=r"^[A-Za-z0-9_.@-]{1,64}$")
+    display_name: str = Field(min_length=1, max_length=128)
+
+
+class Roster(BaseModel):
+    students: list[StudentIn]
+
+
+def _upsert(db: Session, students: list[StudentIn]) -> list[dict[str, str]]:
+    """New students get a token; a known username gets a fresh one (the old stops working)."""
+    issued = []
+    for student in students:
+        token = new_token()
+        user = db.scalar(select(User).where(User.username == student.username))
+        if user is None:
+            db.add(User(username=student.username, display_name=student.display_name,
+                        role=Role.STUDENT, token_hash=hash_token(token)))
+        elif user.role is Role.INSTRUCTOR:
+            raise HTTPException(409, f"{student.username!r} is an instructor")
+        else:
+            user.display_name, user.token_hash = student.display_name, hash_token(token)
+        issued.append({"username": student.username, "token": token})
+    db.commit()
+    return issued
+
+
+@router.post("/students")
+async def add_students(request: Request, db: Session = Depends(get_db)):
+    """JSON {"students": [{"username", "display_name"}]}, or a CSV file with those columns."""
+    ctype = request.headers.get("content-type", "")
+    if ctype.startswith("multipart/form-data"):
+        upload = (await request.form()).get("file")
+        if upload is None or isinstance(upload, str):
+            raise HTTPException(422, "upload the roster as a CSV `file`")
+        text = (await upload.read()).decode("utf-8-sig")
+        rows = list(csv.DictReader(io.StringIO(text)))
+        if not rows or not {"username", "display_name"} <= set(rows[0]):
+            raise HTTPException(422, "the CSV needs a header row: username,display_name")
+        try:
+            roster = Roster(students=[{"username": r["username"].strip(),
+                                       "display_name": r["display_name"].strip()} for r in rows])
+        except ValueError as exc:
+            raise HTTPException(422, f"bad roster: {exc}") from None
+    else:
+        try:
+            roster = Roster.model_validate(await request.json())
+        except ValueError as exc:
+            raise HTTPException(422, f"bad roster: {exc}") from None
+    return {"students": _upsert(db, roster.students)}
+
+
+@router.get("/submissions")
+def all_submissions(request: Request, exercise: str | None = None, student: str | None = None,
+                    verdict: str | None = None, status: str | None = None,
+                    flag: str | None = None, db: Session = Depends(get_db)):
+    query = select(Submission).join(User, Submission.user_id == User.id)
+    if exercise:
+        query = query.where(Submission.exercise == exercise)
+    if student:
+        query = query.where(User.username == student)
+    if verdict:
+        query = query.where(Submission.verdict == verdict)
+    if status:
+        query = query.where(Submission.status == Status(status))
+    if flag:
+        query = query.where(Submission.flag == Flag(flag))
+    rows = db.scalars(query.order_by(Submission.id.desc())).all()
+    return {"submissions": [dict(submission_json(request, s, with_result=False),
+                                 username=s.user.username, display_name=s.user.display_name)
+                            for s in rows]}
+
+
+@router.get("/submissions/{submission_id}/source", response_class=PlainTextResponse)
+def submission_source(submission_id: int, db: Session = Depends(get_db)):
+    s = db.get(Submission, submission_id)
+    if s is None:
+        raise HTTPException(404, f"no submission {submission_id}")
+    return s.source
+
+
+class RegradeIn(BaseModel):
+    submission_id: int | None = None
+    exercise: str | None = None
+
+
+@router.post("/regrade")
+def regrade(body: RegradeIn, request: Request, db: Session = Depends(get_db)):
+    """Queue again (after a grader fix); the new result is kept beside the old."""
+    if (body.submission_id is None) == (body.exercise is None):
+        raise HTTPException(422, "give either submission_id or exercise")
+    query = update(Submission).where(Submission.status.in_([Status.GRADED, Status.ERROR]))
+    if body.submission_id is not None:
+        if db.get(Submission, body.submission_id) is None:
+            raise HTTPException(404, f"no submission {body.submission_id}")
+        query = query.where(Submission.id == body.submission_id)
+    else:
+        exercise_or_error(request, body.exercise)
+        query = query.where(Submission.exercise == body.exercise)
+    count = db.execute(query.values(status=Status.QUEUED, attempts=0, started_at=None)).rowcount
+    db.commit()
+    request.app.state.dispatcher.notify()
+    return {"queued": count}
+
+
+class FlagIn(BaseModel):
+    flag: Literal["none", "suspicious", "invalidated"]
+
+
+@router.post("/submissions/{submission_id}/flag")
+def flag_submission(submission_id: int, body: FlagIn, request: Request,
+                    db: Session = Depends(get_db)):
+    s = db.get(Submission, submission_id)
+    if s is None:
+        raise HTTPException(404, f"no submission {submission_id}")
+    s.flag = Flag(body.flag)
+    db.commit()
+    return submission_json(request, s, with_result=False)
+
+
+@router.get("/export.csv")
+def export_csv(request: Request, db: Session = Depends(get_db)):
+    """The best score per student per exercise, with late flags."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["username", "display_name", "exercise", "best_score", "submission_id",
+                     "late", "submitted_at"])
+    for name in request.app.state.exercises:
+        for user, s in best_per_student(db, name):
+            writer.writerow([user.username, user.display_name, name, s.score, s.id,
+                             "yes" if s.late else "no", s.created_at.isoformat()])
+    return Response(out.getvalue(), media_type="text/csv",
+                    headers={"Content-Disposition": 'attachment; filename="grades.csv"'})

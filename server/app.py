@@ -1,0 +1,76 @@
+"""The FastAPI application: migrations, the instructor's token, exercises, the pool."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy import select
+
+from .api import admin, exercises, leaderboard, submissions
+from .auth import hash_token, new_token
+from .db import make_engine, make_sessionmaker
+from .graders_client import GradersClient
+from .migrate import upgrade
+from .models import Role, User
+from .queue import Dispatcher, LocalPool
+from .settings import Settings, get_settings
+
+log = logging.getLogger("server")
+
+
+def bootstrap_instructor(sessions, settings: Settings) -> str | None:
+    """ADMIN_TOKEN, or on first start a new token, printed once. Returns a new token."""
+    with sessions.begin() as db:
+        admin_user = db.scalar(select(User).where(User.username == "instructor"))
+        if settings.admin_token:
+            digest = hash_token(settings.admin_token)
+            if admin_user is None:
+                db.add(User(username="instructor", display_name="Instructor",
+                            role=Role.INSTRUCTOR, token_hash=digest))
+            else:
+                admin_user.token_hash = digest
+            return None
+        if admin_user is None:
+            token = new_token()
+            db.add(User(username="instructor", display_name="Instructor", role=Role.INSTRUCTOR,
+                        token_hash=hash_token(token)))
+            return token
+    return None
+
+
+def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        engine = make_engine(settings.database_url)
+        upgrade(engine)
+        sessions = make_sessionmaker(engine)
+        client = GradersClient(settings)
+        app.state.settings = settings
+        app.state.sessionmaker = sessions
+        app.state.exercises = client.exercises()
+        token = bootstrap_instructor(sessions, settings)
+        if token:
+            print(f"Instructor token (shown once, store it now): {token}", flush=True)
+        app.state.dispatcher = dispatcher or LocalPool(sessions, client, settings)
+        app.state.dispatcher.start()
+        log.info("serving %d exercises from %s", len(app.state.exercises),
+                 engine.url.render_as_string(hide_password=True))
+        yield
+        app.state.dispatcher.stop()
+        engine.dispose()
+
+    app = FastAPI(title="Softmax autograder", version="0.1.0", lifespan=lifespan,
+                  description="Submit Triton kernels for the A07 softmax exercises; read verdicts "
+                              "and the leaderboard.")
+    for module in (submissions, exercises, leaderboard, admin):
+        app.include_router(module.router)
+
+    @app.get("/api/health", tags=["health"])
+    def health():
+        return {"ok": True}
+
+    return app

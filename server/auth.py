@@ -1,0 +1,45 @@
+"""Bearer tokens: random, shown once, stored as SHA-256 hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .models import Role, User
+
+bearer = HTTPBearer(auto_error=False)
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def get_db(request: Request):
+    with request.app.state.sessionmaker() as session:
+        yield session
+
+
+def current_user(credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+                 db: Session = Depends(get_db)) -> User:
+    if credentials is None:
+        raise HTTPException(401, "missing bearer token: send `Authorization: Bearer <token>`",
+                            headers={"WWW-Authenticate": "Bearer"})
+    user = db.scalar(select(User).where(User.token_hash == hash_token(credentials.credentials)))
+    if user is None:
+        raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
+    return user
+
+
+def instructor(user: User = Depends(current_user)) -> User:
+    if user.role is not Role.INSTRUCTOR:
+        raise HTTPException(403, "instructors only")
+    return user

@@ -1,0 +1,91 @@
+"""SQLAlchemy 2 models. The database is the truth for every submission's state."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+
+from sqlalchemy import JSON, Boolean, DateTime, Enum, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Role(str, enum.Enum):
+    STUDENT = "student"
+    INSTRUCTOR = "instructor"
+
+
+class Status(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    GRADED = "graded"
+    ERROR = "error"  # the grader failed repeatedly: not counted against the student
+
+
+class Flag(str, enum.Enum):
+    NONE = "none"
+    SUSPICIOUS = "suspicious"
+    INVALIDATED = "invalidated"
+
+
+def _enum(cls):
+    return Enum(cls, values_callable=lambda e: [m.value for m in e], native_enum=False, length=20)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    display_name: Mapped[str] = mapped_column(String(128))
+    role: Mapped[Role] = mapped_column(_enum(Role))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Submission(Base):
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    exercise: Mapped[str] = mapped_column(String(64), index=True)
+    language: Mapped[str] = mapped_column(String(16))
+    filename: Mapped[str] = mapped_column(String(128))
+    source: Mapped[str] = mapped_column(Text)
+    status: Mapped[Status] = mapped_column(_enum(Status), index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # grader runs started
+    late: Mapped[bool] = mapped_column(Boolean, default=False)
+    flag: Mapped[Flag] = mapped_column(_enum(Flag), default=Flag.NONE)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # the latest result's headline, for the leaderboard and lists
+    verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    user: Mapped[User] = relationship()
+    results: Mapped[list["GradeRun"]] = relationship(back_populates="submission",
+                                                     order_by="GradeRun.id")
+
+
+class GradeRun(Base):
+    """One grader result. A regrade adds a row: the old result is kept beside the new."""
+
+    __tablename__ = "grade_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), index=True)
+    verdict: Mapped[str] = mapped_column(String(32))
+    score: Mapped[float] = mapped_column(Float)
+    result: Mapped[dict] = mapped_column(JSON)
+    grader_version: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    submission: Mapped[Submission] = relationship(back_populates="results")

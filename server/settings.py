@@ -1,0 +1,51 @@
+"""Settings from the environment (pydantic-settings), with embedded defaults.
+
+Defaults run everything on one machine: SQLite under ``var/``, a local grading
+pool, the GPU when one is visible, else the CPU interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    database_url: str = f"sqlite:///{REPO_ROOT / 'var' / 'autograder.db'}"
+    admin_token: str | None = None  # the instructor's token; made and printed once when unset
+    public_url: str = ""  # how students reach the server, for the "url" of a submission
+
+    # grading
+    grader_python: str = sys.executable  # the Python that runs `-m graders`
+    grader_device: str = "auto"  # auto | cpu | cuda
+    grading_slots: int = 0  # 0: one per visible GPU, else one CPU-interpreter slot
+    grader_timeout_s: float = 900  # the grader process as a whole (its runner has its own)
+    grader_command: str = ""  # tests only: a stand-in for `python -m graders`
+    max_grader_attempts: int = 3  # grader_error retried this often, then `error`
+
+    # limits
+    max_source_bytes: int = 64 * 1024
+    submissions_per_hour: int = 20
+    max_in_flight_per_student: int = 1
+    max_queue_depth: int = 200
+    deadlines: dict[str, datetime] = {}  # exercise -> deadline; overrides the spec's
+
+    @field_validator("deadlines", mode="before")
+    @classmethod
+    def _parse_deadlines(cls, value):
+        return json.loads(value) if isinstance(value, str) and value else (value or {})
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
