@@ -59,3 +59,25 @@ def grade_source(tmp_path):
 def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "graders", *args], cwd=REPO, text=True,
                           capture_output=True, timeout=timeout, env={**os.environ})
+
+
+# -- the server's tests: each runs on SQLite and on a throwaway PostgreSQL ----------------
+
+@pytest.fixture(scope="session")
+def postgres():
+    from postgres import ThrowawayPostgres, find_bindir
+
+    if find_bindir() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must test PostgreSQL: install postgresql (scripts/setup does)")
+        pytest.skip("no PostgreSQL server binaries here")
+    server = ThrowawayPostgres()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'autograder.db'}"
+    return request.getfixturevalue("postgres").new_database()
