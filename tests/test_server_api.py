@@ -262,3 +262,22 @@ def test_instructor_roster_regrade_flag_and_export(database_url):
         again = add_students(client, "ada")["ada"]
         assert client.get("/api/submissions", headers=auth(tokens["ada"])).status_code == 401
         assert client.get("/api/submissions", headers=auth(again)).status_code == 200
+
+
+def test_real_grader_end_to_end(tmp_path):
+    """The server through the real graders CLI, in its sandbox, on the CPU interpreter."""
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}", grader_command="") as client:
+        tokens = add_students(client, "ada", "bob")
+        ref = (REPO / "reference_solutions" / "safe_softmax" / "solution.py").read_text()
+        naive = (REPO / "reference_solutions" / "safe_softmax" / "mutants" /
+                 "naive_unsafe_exp.py").read_text()
+        a = submit(client, tokens["ada"], ref).json()["id"]
+        b = submit(client, tokens["bob"], naive).json()["id"]
+        good = wait_done(client, tokens["ada"], a, timeout=120)
+        bad = wait_done(client, tokens["bob"], b, timeout=120)
+        assert good["result"]["verdict"] == "passed" and good["score"] == 100
+        assert good["result"]["sandboxed"] is True
+        failed = {c["name"]: c for c in bad["result"]["checks"] if not c["passed"]}
+        assert "poisoned_row" in failed and "subtract the row max" in failed["poisoned_row"]["message"]
+        board = client.get("/api/leaderboard/safe_softmax").json()["entries"]
+        assert [e["display_name"] for e in board] == ["Ada", "Bob"]
