@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from .graders_client import GradersClient, GradeOutcome
@@ -67,7 +67,7 @@ def requeue_interrupted(sessions: sessionmaker[Session]) -> int:
 
 
 def queue_depth(db: Session) -> int:
-    return len(db.scalars(select(Submission.id).where(Submission.status == Status.QUEUED)).all())
+    return db.scalar(select(func.count()).where(Submission.status == Status.QUEUED)) or 0
 
 
 class LocalPool:
