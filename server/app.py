@@ -5,9 +5,13 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy import select
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from . import web
 from .api import admin, exercises, leaderboard, submissions
 from .auth import hash_token, new_token
 from .db import make_engine, make_sessionmaker
@@ -66,8 +70,20 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app = FastAPI(title="Softmax autograder", version="0.1.0", lifespan=lifespan,
                   description="Submit Triton kernels for the A07 softmax exercises; read verdicts "
                               "and the leaderboard.")
-    for module in (submissions, exercises, leaderboard, admin):
+    for module in (submissions, exercises, leaderboard, admin, web):
         app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def pages_get_pages(request: Request, exc: StarletteHTTPException):
+        """The API answers {"detail": …}; a page answers with a page."""
+        if request.url.path.startswith("/api") or exc.status_code in (301, 302, 303, 307):
+            return await http_exception_handler(request, exc)
+        titles = {401: "Please sign in", 403: "Not for you", 404: "Not found"}
+        user = web.user_for_token_in(request)
+        return web.render(request, "error.html", user, exc.status_code, status=exc.status_code,
+                          title=titles.get(exc.status_code, "Something went wrong"),
+                          detail=exc.detail)
 
     @app.get("/api/health", tags=["health"])
     def health():

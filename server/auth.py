@@ -28,12 +28,24 @@ def get_db(request: Request):
         yield session
 
 
-def current_user(credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+COOKIE = "autograder_token"  # the web pages' session: HttpOnly, SameSite=Lax
+
+
+def user_for_token(db: Session, token: str | None) -> User | None:
+    if not token:
+        return None
+    return db.scalar(select(User).where(User.token_hash == hash_token(token)))
+
+
+def current_user(request: Request,
+                 credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
                  db: Session = Depends(get_db)) -> User:
-    if credentials is None:
+    """A bearer token (curl), or the signed-in browser's cookie."""
+    token = credentials.credentials if credentials else request.cookies.get(COOKIE)
+    if token is None:
         raise HTTPException(401, "missing bearer token: send `Authorization: Bearer <token>`",
                             headers={"WWW-Authenticate": "Bearer"})
-    user = db.scalar(select(User).where(User.token_hash == hash_token(credentials.credentials)))
+    user = user_for_token(db, token)
     if user is None:
         raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
     return user

@@ -1,0 +1,94 @@
+"""What the API and the web pages both do: accept a submission, find a user by token."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import PurePath
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .graders_client import LANGUAGE_BY_SUFFIX, ExerciseInfo
+from .models import Role, Status, Submission, User
+from .queue import queue_depth
+from .settings import Settings
+
+IN_FLIGHT = (Status.QUEUED, Status.RUNNING)
+
+
+@dataclass
+class Refused(Exception):
+    """A submission the server will not take, with the HTTP status that says why."""
+
+    status: int
+    detail: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _retry_after(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def deadline_of(settings: Settings, exercise: ExerciseInfo) -> datetime | None:
+    deadline = settings.deadlines.get(exercise.name) or (
+        datetime.fromisoformat(exercise.deadline) if exercise.deadline else None)
+    return as_utc(deadline) if deadline else None
+
+
+def accept_submission(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo],
+                      user: User, exercise_name: str, language: str | None, filename: str,
+                      raw: str | bytes) -> Submission:
+    """Validate, apply the limits, and commit: the row exists before anyone is told so."""
+    exercise = exercises.get(exercise_name)
+    if exercise is None:
+        raise Refused(422, f"unknown exercise {exercise_name!r} (known: {', '.join(exercises)})")
+    if not language:
+        language = LANGUAGE_BY_SUFFIX.get(PurePath(filename).suffix.lower())
+        if language is None:
+            raise Refused(422, f"cannot tell the language of {filename!r}: name it .py (Triton) "
+                               "or .cpp/.hip (HIP), or send `language`")
+    if language not in exercise.languages:
+        raise Refused(422, f"{exercise.name} accepts {', '.join(exercise.languages)}, "
+                           f"not {language!r}")
+    data = raw.encode() if isinstance(raw, str) else raw
+    if len(data) > settings.max_source_bytes:
+        raise Refused(413, f"the source is {len(data)} bytes; the limit is "
+                           f"{settings.max_source_bytes} bytes")
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refused(422, f"the source is not UTF-8 text (byte {exc.start})") from None
+    if not source.strip():
+        raise Refused(422, "the source is empty")
+
+    now = datetime.now(timezone.utc)
+    if user.role is Role.STUDENT:
+        mine = select(Submission).where(Submission.user_id == user.id)
+        in_flight = db.scalar(select(func.count()).select_from(
+            mine.where(Submission.status.in_(IN_FLIGHT)).subquery()))
+        if in_flight >= settings.max_in_flight_per_student:
+            raise Refused(429, "you already have a submission being graded: wait for it",
+                          _retry_after(10))
+        recent = db.scalars(mine.where(Submission.created_at > now - timedelta(hours=1))
+                            .order_by(Submission.created_at)).all()
+        if len(recent) >= settings.submissions_per_hour:
+            wait = (as_utc(recent[0].created_at) + timedelta(hours=1) - now).total_seconds()
+            raise Refused(429, f"at most {settings.submissions_per_hour} submissions an hour",
+                          _retry_after(wait))
+    if queue_depth(db) >= settings.max_queue_depth:
+        raise Refused(503, "the grading queue is full: try again shortly", _retry_after(30))
+
+    deadline = deadline_of(settings, exercise)
+    submission = Submission(user_id=user.id, exercise=exercise.name, language=language,
+                            filename=PurePath(filename).name[:128] or "submission", source=source,
+                            status=Status.QUEUED, attempts=0,
+                            late=bool(deadline and now > deadline), created_at=now)
+    db.add(submission)
+    db.commit()
+    return submission

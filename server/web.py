@@ -1,0 +1,296 @@
+"""The web pages: server-rendered Jinja2 templates from frontend/, no CDN, little JS.
+
+Signing in stores the token in an HttpOnly, SameSite=Lax cookie (so other sites
+cannot post forms with it); the API accepts that cookie too, which is how the
+submission page polls for its result.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from markdown_it import MarkdownIt
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .api.admin import Roster, _upsert
+from .api.common import iso
+from .api.leaderboard import best_per_student
+from .auth import COOKIE, get_db, user_for_token
+from .models import Flag, Role, Status, Submission, User
+from .services import Refused, accept_submission, deadline_of
+from .settings import REPO_ROOT
+
+FRONTEND = REPO_ROOT / "frontend"
+templates = Jinja2Templates(directory=FRONTEND / "templates")
+_markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
+templates.env.filters["markdown"] = _markdown.render
+templates.env.filters["iso"] = iso
+templates.env.tests["nonfinite"] = lambda v: isinstance(v, str)  # dumps write NaN/inf as text
+
+router = APIRouter(include_in_schema=False)
+
+
+def user_for_token_in(request: Request) -> User | None:
+    with request.app.state.sessionmaker() as db:
+        return user_for_token(db, request.cookies.get(COOKIE))
+
+
+def viewer(request: Request, db: Session = Depends(get_db)) -> User | None:
+    return user_for_token(db, request.cookies.get(COOKIE))
+
+
+def signed_in(user: User | None = Depends(viewer)) -> User:
+    if user is None:
+        raise HTTPException(303, headers={"Location": "/signin"})
+    return user
+
+
+def instructor_page(user: User = Depends(signed_in)) -> User:
+    if user.role is not Role.INSTRUCTOR:
+        raise HTTPException(403, "instructors only")
+    return user
+
+
+def render(request: Request, name: str, user: User | None, status_code: int = 200,
+           **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, {"user": user, **context},
+                                      status_code=status_code)
+
+
+def _exercise(request: Request, name: str):
+    exercise = request.app.state.exercises.get(name)
+    if exercise is None:
+        raise HTTPException(404, f"no exercise {name!r}")
+    return exercise
+
+
+# -- signing in -----------------------------------------------------------------------------
+
+@router.get("/", response_class=HTMLResponse)
+def home():
+    return RedirectResponse("/exercises", status_code=303)
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_page(request: Request, user: User | None = Depends(viewer)):
+    return render(request, "signin.html", user)
+
+
+@router.post("/signin")
+def signin(request: Request, token: str = Form(""), db: Session = Depends(get_db)):
+    user = user_for_token(db, token.strip())
+    if user is None:
+        return render(request, "signin.html", None, 401,
+                      error="That token is not known. Ask your instructor for yours.")
+    response = RedirectResponse("/exercises", status_code=303)
+    response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https", max_age=60 * 60 * 24 * 120)
+    return response
+
+
+@router.post("/signout")
+def signout():
+    response = RedirectResponse("/signin", status_code=303)
+    response.delete_cookie(COOKIE)
+    return response
+
+
+# -- exercises and submitting ------------------------------------------------------------------
+
+@router.get("/exercises", response_class=HTMLResponse)
+def exercises_page(request: Request, user: User | None = Depends(viewer)):
+    settings = request.app.state.settings
+    rows = [(e, deadline_of(settings, e)) for e in request.app.state.exercises.values()]
+    return render(request, "exercises.html", user, rows=rows)
+
+
+def _exercise_page(request, user, exercise, status_code=200, **context):
+    language = context.pop("language", exercise.languages[0])
+    skeleton = exercise.skeletons.get(language, {}).get("source", "")
+    return render(request, "exercise.html", user, status_code, exercise=exercise,
+                  deadline=deadline_of(request.app.state.settings, exercise),
+                  language=language, source=context.pop("source", skeleton), **context)
+
+
+@router.get("/exercises/{name}", response_class=HTMLResponse)
+def exercise_page(name: str, request: Request, user: User | None = Depends(viewer)):
+    return _exercise_page(request, user, _exercise(request, name))
+
+
+@router.get("/exercises/{name}/skeleton/{language}")
+def skeleton_download(name: str, language: str, request: Request):
+    skeleton = _exercise(request, name).skeletons.get(language)
+    if skeleton is None:
+        raise HTTPException(404, f"no {language} skeleton for {name}")
+    return PlainTextResponse(skeleton["source"], headers={
+        "Content-Disposition": f'attachment; filename="{name}_{skeleton["filename"]}"'})
+
+
+@router.post("/exercises/{name}/submit")
+async def submit_page(name: str, request: Request, source: str = Form(""),
+                      language: str = Form(""), file: UploadFile | None = None,
+                      user: User = Depends(signed_in), db: Session = Depends(get_db)):
+    exercise = _exercise(request, name)
+    raw: str | bytes = source
+    filename = f"submission{'.py' if language == 'triton' else ''}"
+    if file is not None and file.filename:
+        raw, filename = await file.read(), file.filename
+    try:
+        submission = accept_submission(db, request.app.state.settings,
+                                       request.app.state.exercises, user, exercise.name,
+                                       language or None, filename, raw)
+    except Refused as refused:
+        return _exercise_page(request, user, exercise, refused.status, error=refused.detail,
+                              source=source, language=language or exercise.languages[0])
+    request.app.state.dispatcher.notify()
+    return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
+
+
+# -- submissions ----------------------------------------------------------------------------
+
+@router.get("/submissions/{submission_id}", response_class=HTMLResponse)
+def submission_page(submission_id: int, request: Request, user: User = Depends(signed_in),
+                    db: Session = Depends(get_db)):
+    s = db.get(Submission, submission_id)
+    if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
+        raise HTTPException(404, f"no submission {submission_id} of yours")
+    result = s.results[-1].result if s.results else None
+    return render(request, "submission.html", user, s=s, result=result,
+                  pending=s.status in (Status.QUEUED, Status.RUNNING),
+                  chart=_chart(result), older=len(s.results) - 1 if s.results else 0)
+
+
+@router.get("/me", response_class=HTMLResponse)
+def my_page(request: Request, user: User = Depends(signed_in), db: Session = Depends(get_db)):
+    rows = db.scalars(select(Submission).where(Submission.user_id == user.id)
+                      .order_by(Submission.exercise, Submission.id.desc())).all()
+    grouped: dict[str, list[Submission]] = {}
+    for s in rows:
+        grouped.setdefault(s.exercise, []).append(s)
+    return render(request, "mine.html", user, grouped=grouped)
+
+
+@router.get("/leaderboard", response_class=HTMLResponse)
+def leaderboard_index(request: Request):
+    first = next(iter(request.app.state.exercises))
+    return RedirectResponse(f"/leaderboard/{first}", status_code=303)
+
+
+@router.get("/leaderboard/{name}", response_class=HTMLResponse)
+def leaderboard_page(name: str, request: Request, user: User | None = Depends(viewer),
+                     db: Session = Depends(get_db)):
+    exercise = _exercise(request, name)
+    rows = []
+    for rank, (student, s) in enumerate(best_per_student(db, name), start=1):
+        result = s.results[-1].result if s.results else {}
+        perf = result.get("performance") or {}
+        rows.append({"rank": rank, "name": student.display_name, "score": s.score,
+                     "fraction": perf.get("fraction_of_copy"), "gbs": perf.get("gbs"),
+                     "device": result.get("device_name") or result.get("device"),
+                     "late": s.late, "at": s.created_at, "mine": user and student.id == user.id})
+    return render(request, "leaderboard.html", user, exercise=exercise, rows=rows,
+                  exercises=request.app.state.exercises)
+
+
+# -- instructor -----------------------------------------------------------------------------
+
+@router.get("/admin", response_class=HTMLResponse)
+def admin_page(request: Request, exercise: str = "", student: str = "", verdict: str = "",
+               user: User = Depends(instructor_page), db: Session = Depends(get_db)):
+    query = select(Submission).join(User, Submission.user_id == User.id)
+    if exercise:
+        query = query.where(Submission.exercise == exercise)
+    if student:
+        query = query.where(User.username == student)
+    if verdict:
+        query = query.where(Submission.verdict == verdict)
+    rows = db.scalars(query.order_by(Submission.id.desc()).limit(500)).all()
+    students = db.scalars(select(User).where(User.role == Role.STUDENT)
+                          .order_by(User.username)).all()
+    return render(request, "admin.html", user, rows=rows, students=students,
+                  exercises=request.app.state.exercises,
+                  filters={"exercise": exercise, "student": student, "verdict": verdict},
+                  issued=None)
+
+
+@router.get("/admin/source/{submission_id}", response_class=HTMLResponse)
+def admin_source(submission_id: int, request: Request, user: User = Depends(instructor_page),
+                 db: Session = Depends(get_db)):
+    s = db.get(Submission, submission_id)
+    if s is None:
+        raise HTTPException(404, f"no submission {submission_id}")
+    return render(request, "source.html", user, s=s)
+
+
+@router.post("/admin/regrade")
+def admin_regrade(request: Request, submission_id: int | None = Form(None),
+                  exercise: str = Form(""), user: User = Depends(instructor_page),
+                  db: Session = Depends(get_db)):
+    query = select(Submission).where(Submission.status.in_([Status.GRADED, Status.ERROR]))
+    query = query.where(Submission.id == submission_id) if submission_id else \
+        query.where(Submission.exercise == exercise)
+    for s in db.scalars(query):
+        s.status, s.attempts, s.started_at = Status.QUEUED, 0, None
+    db.commit()
+    request.app.state.dispatcher.notify()
+    return RedirectResponse(request.headers.get("referer") or "/admin", status_code=303)
+
+
+@router.post("/admin/flag")
+def admin_flag(request: Request, submission_id: int = Form(...), flag: str = Form(...),
+               user: User = Depends(instructor_page), db: Session = Depends(get_db)):
+    s = db.get(Submission, submission_id)
+    if s is None:
+        raise HTTPException(404, f"no submission {submission_id}")
+    s.flag = Flag(flag)
+    db.commit()
+    return RedirectResponse(request.headers.get("referer") or "/admin", status_code=303)
+
+
+@router.post("/admin/roster", response_class=HTMLResponse)
+async def admin_roster(request: Request, file: UploadFile | None = None,
+                       user: User = Depends(instructor_page), db: Session = Depends(get_db)):
+    error, issued = "", None
+    if file is None or not file.filename:
+        error = "Choose a CSV file with a header row: username,display_name"
+    else:
+        rows = list(csv.DictReader(io.StringIO((await file.read()).decode("utf-8-sig"))))
+        try:
+            roster = Roster(students=[{"username": (r.get("username") or "").strip(),
+                                       "display_name": (r.get("display_name") or "").strip()}
+                                      for r in rows])
+            issued = _upsert(db, roster.students)
+        except (ValueError, HTTPException) as exc:
+            error = f"That roster was not accepted: {getattr(exc, 'detail', exc)}"
+    students = db.scalars(select(User).where(User.role == Role.STUDENT)
+                          .order_by(User.username)).all()
+    return render(request, "admin.html", user, 422 if error else 200, rows=[], students=students,
+                  exercises=request.app.state.exercises, filters={}, issued=issued,
+                  roster_error=error)
+
+
+# -- the GB/s chart of a GPU result --------------------------------------------------------
+
+def _chart(result: dict | None) -> dict | None:
+    """Bars of GB/s per graded shape beside the copy ceiling, as SVG coordinates."""
+    shapes = ((result or {}).get("performance") or {}).get("shapes") or []
+    if not shapes:
+        return None
+    top = max(max(s.get("copy_gbs") or 0, s.get("gbs") or 0) for s in shapes) or 1
+    bars, width, height = [], 640, 28 * len(shapes) * 2 + 40
+    for i, s in enumerate(shapes):
+        y = 20 + i * 56
+        label = f"{s.get('rows')}×{s.get('cols')} {s.get('dtype')}"
+        bars.append({"y": y, "label": label,
+                     "copy_w": 420 * (s.get("copy_gbs") or 0) / top,
+                     "got_w": 420 * (s.get("gbs") or 0) / top,
+                     "copy": s.get("copy_gbs"), "gbs": s.get("gbs"),
+                     "fraction": s.get("fraction")})
+    return {"bars": bars, "width": width, "height": height}

@@ -1,0 +1,174 @@
+"""Browser tests: Playwright drives Debian's Chromium against a real server and real grader.
+
+A student signs in, submits the reference solution and a course mutant through the page,
+watches both finish, sees `passed` for one and the named failing check with its row dump
+for the other, and sees the leaderboard; an instructor uploads a roster, flags a submission
+(it leaves the leaderboard) and downloads the CSV. Every page is saved as a screenshot under
+artifacts/screenshots/ (not committed).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from conftest import REPO
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SHOTS = REPO / "artifacts" / "screenshots"
+ADMIN = "web-admin-token"
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser tests: install chromium (scripts/setup does)")
+        pytest.skip("no chromium here")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = tmp_path_factory.mktemp("web") / "web.db"
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{db}", ADMIN_TOKEN=ADMIN, GRADER_DEVICE="cpu")
+    proc = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port)], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{base}/api/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+def shot(page, name):
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def sign_in(browser, base, token, viewport=None):
+    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900},
+                                  accept_downloads=True)
+    page = context.new_page()
+    page.goto(f"{base}/signin")
+    page.get_by_label("Your token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base}/exercises")
+    return page
+
+
+def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
+    base = server
+    # the sign-in page, and a wrong token
+    page = browser.new_page()
+    page.goto(f"{base}/signin")
+    shot(page, "signin")
+    page.get_by_label("Your token").fill("not-a-token")
+    page.get_by_role("button", name="Sign in").click()
+    assert "not known" in page.get_by_role("alert").inner_text()
+    page.close()
+
+    # the instructor uploads a roster; tokens are shown once
+    teacher = sign_in(browser, base, ADMIN)
+    teacher.goto(f"{base}/admin")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("username,display_name\nada,Ada Lovelace\nbob,Bob Kahan\n")
+    teacher.get_by_label("CSV with a header row").set_input_files(str(roster))
+    teacher.get_by_role("button", name="Upload roster").click()
+    tokens = {row.locator("td").nth(0).inner_text(): row.locator("td").nth(1).inner_text()
+              for row in teacher.locator("#tokens tbody tr").all()}
+    assert set(tokens) == {"ada", "bob"}
+    shot(teacher, "admin-roster")
+
+    # the student: exercises, a statement, a validation error beside the form
+    student = sign_in(browser, base, tokens["ada"])
+    shot(student, "exercises")
+    student.get_by_role("link", name="Safe softmax").click()
+    assert student.get_by_role("heading", name="Safe softmax").first.is_visible()
+    assert "def softmax" in student.get_by_label("Your code").input_value()  # the skeleton
+    shot(student, "exercise")
+    student.get_by_label("Your code").fill("")
+    student.get_by_role("button", name="Submit for grading").click()
+    assert "empty" in student.locator("#submit-error").inner_text()
+
+    # the reference through the editor: watch it finish, passed
+    reference = (REPO / "reference_solutions/safe_softmax/solution.py").read_text()
+    student.get_by_label("Your code").fill(reference)
+    student.get_by_role("button", name="Submit for grading").click()
+    student.wait_for_url(f"{base}/submissions/*")
+    shot(student, "submission-pending")
+    student.locator("#verdict").wait_for(timeout=180_000)
+    assert student.locator("#verdict").inner_text() == "passed"
+    shot(student, "submission-passed")
+
+    # a mutant by file upload: failed, the named check, its row dump with NaN highlighted
+    student.goto(f"{base}/exercises/safe_softmax")
+    mutant = REPO / "reference_solutions/safe_softmax/mutants/naive_unsafe_exp.py"
+    student.get_by_label("…or upload a file").set_input_files(str(mutant))
+    student.get_by_role("button", name="Submit for grading").click()
+    student.wait_for_url(f"{base}/submissions/*")
+    student.locator("#verdict").wait_for(timeout=180_000)
+    assert student.locator("#verdict").inner_text() == "failed"
+    failing = student.locator("tr.bad th", has_text="poisoned_row")
+    assert failing.is_visible()
+    assert "subtract the row max before exp" in student.locator(".check-message").first.inner_text()
+    assert student.locator("table.dump td.nonfinite").first.inner_text() == "nan"
+    shot(student, "submission-failed")
+
+    student.get_by_role("link", name="My submissions").click()
+    assert student.locator("main table tbody tr").count() == 2
+    shot(student, "my-submissions")
+    student.get_by_role("link", name="Leaderboards").click()
+    student.get_by_role("navigation", name="Exercises").get_by_role("link", name="Safe softmax").click()
+    board = student.locator("table.board tbody tr").first
+    assert "Ada Lovelace" in board.inner_text() and "100" in board.inner_text()
+    shot(student, "leaderboard")
+
+    # on a phone
+    phone = sign_in(browser, base, tokens["bob"], viewport={"width": 390, "height": 844})
+    phone.goto(f"{base}/leaderboard/safe_softmax")
+    shot(phone, "leaderboard-phone")
+
+    # the instructor flags the passing submission: it leaves the leaderboard
+    teacher.goto(f"{base}/admin?student=ada&verdict=passed")
+    row = teacher.locator("#submissions tbody tr").first
+    passed_id = row.get_attribute("data-id")
+    row.get_by_label(f"Flag for submission {passed_id}").select_option("invalidated")
+    row.get_by_role("button", name="flag").click()
+    teacher.goto(f"{base}/admin")
+    shot(teacher, "admin-submissions")
+    teacher.goto(f"{base}/leaderboard/safe_softmax")
+    text = teacher.locator("table.board").inner_text()
+    assert "100" not in text.replace("100%", "")  # Ada's best is now her failed 70
+    shot(teacher, "leaderboard-after-flag")
+    teacher.goto(f"{base}/admin/source/{passed_id}")
+    assert "def softmax" in teacher.locator("pre.code").inner_text()
+    shot(teacher, "admin-source")
+
+    # and downloads the grades
+    teacher.goto(f"{base}/admin")
+    with teacher.expect_download() as info:
+        teacher.get_by_role("link", name="Download grades (CSV)").click()
+    csv_text = open(info.value.path()).read()
+    assert csv_text.splitlines()[0].startswith("username,display_name,exercise,best_score")
+    assert "ada,Ada Lovelace,safe_softmax,70.0" in csv_text
