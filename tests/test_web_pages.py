@@ -1,0 +1,66 @@
+"""The pages without a browser: redirects, privacy, and the GPU chart of a result."""
+
+from sqlalchemy import select
+
+from server.auth import COOKIE
+from server.models import GradeRun, Status, Submission, User
+from test_server_api import ADMIN, add_students, running
+
+GPU_RESULT = {
+    "exercise": "safe_softmax", "language": "triton", "device": "cuda",
+    "device_name": "NVIDIA H200", "verdict": "passed", "score": 100.0, "checks": [],
+    "grader_version": "test", "message": "",
+    "performance": {"fraction_of_copy": 0.93, "gbs": 3500.0, "shapes": [
+        {"rows": 4096, "cols": 4096, "dtype": "float32", "ms": 0.04, "gbs": 3600.0,
+         "copy_gbs": 3800.0, "fraction": 0.947, "spread": 0.01},
+        {"rows": 65536, "cols": 256, "dtype": "bfloat16", "ms": 0.02, "gbs": 2900.0,
+         "copy_gbs": 3100.0, "fraction": 0.935, "spread": 0.02}]},
+}
+
+
+def test_pages_need_a_session_and_keep_submissions_private(tmp_path):
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        tokens = add_students(client, "ada", "eve")
+        r = client.get("/me", follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/signin"
+        assert client.get("/exercises").status_code == 200  # public
+        assert client.get("/leaderboard/safe_softmax").status_code == 200  # public
+
+        with client.app.state.sessionmaker() as db:
+            ada = db.scalar(select(User).where(User.username == "ada"))
+            s = Submission(user_id=ada.id, exercise="safe_softmax", language="triton",
+                           filename="k.py", source="secret source", status=Status.GRADED,
+                           attempts=1, verdict="passed", score=100.0)
+            db.add(s)
+            db.flush()
+            db.add(GradeRun(submission_id=s.id, verdict="passed", score=100.0, result=GPU_RESULT,
+                            grader_version="test"))
+            db.commit()
+            sid = s.id
+
+        client.cookies.set(COOKIE, tokens["eve"])
+        other = client.get(f"/submissions/{sid}")
+        assert other.status_code == 404 and "secret source" not in other.text
+        assert "<h1>Not found</h1>" in other.text  # a page, not JSON
+        assert client.get("/admin").status_code == 403
+
+        client.cookies.set(COOKIE, tokens["ada"])
+        page = client.get(f"/submissions/{sid}")
+        assert page.status_code == 200
+        assert "<svg" in page.text and "3600.0 GB/s · 95% of copy" in page.text
+        assert "65536×256 bfloat16" in page.text
+        board = client.get("/leaderboard/safe_softmax").text
+        assert "93%" in board and "NVIDIA H200" in board
+
+        client.cookies.set(COOKIE, ADMIN)
+        assert "secret source" in client.get(f"/admin/source/{sid}").text
+
+
+def test_signing_in_sets_an_httponly_cookie(tmp_path):
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        token = add_students(client, "ada")["ada"]
+        r = client.post("/signin", data={"token": token}, follow_redirects=False)
+        assert r.status_code == 303
+        cookie = r.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=lax" in cookie
+        assert client.post("/signin", data={"token": "nope"}).status_code == 401
