@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import PurePath
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from .graders_client import LANGUAGE_BY_SUFFIX, ExerciseInfo
-from .models import Role, Status, Submission, User
+from .models import Flag, Role, Status, Submission, User
 from .queue import queue_depth
 from .settings import Settings
 
@@ -92,3 +92,58 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
     db.add(submission)
     db.commit()
     return submission
+
+
+def submissions_query(exercise: str = "", student: str = "", verdict: str = "", status: str = "",
+                      flag: str = ""):
+    """Every submission, newest first, narrowed by the instructor's filters."""
+    query = select(Submission).join(User, Submission.user_id == User.id)
+    if exercise:
+        query = query.where(Submission.exercise == exercise)
+    if student:
+        query = query.where(User.username == student)
+    if verdict:
+        query = query.where(Submission.verdict == verdict)
+    if status:
+        query = query.where(Submission.status == Status(status))
+    if flag:
+        query = query.where(Submission.flag == Flag(flag))
+    return query.order_by(Submission.id.desc())
+
+
+def requeue(db: Session, submission_id: int | None = None, exercise: str | None = None) -> int:
+    """Grade again (after a grader fix); the new result will sit beside the old one."""
+    query = update(Submission).where(Submission.status.in_([Status.GRADED, Status.ERROR]))
+    query = query.where(Submission.id == submission_id) if submission_id is not None else \
+        query.where(Submission.exercise == exercise)
+    count = db.execute(query.values(status=Status.QUEUED, attempts=0, started_at=None)).rowcount
+    db.commit()
+    return count
+
+
+def leaderboard(db: Session, exercise: str) -> list[tuple[User, dict]]:
+    """Each student's best graded submission as a leaderboard entry; never any source."""
+    from .api.common import iso  # noqa: PLC0415 - api imports services
+
+    entries = []
+    for rank, (user, s) in enumerate(best_per_student(db, exercise), start=1):
+        result = s.results[-1].result if s.results else {}
+        perf = result.get("performance") or {}
+        entries.append((user, {
+            "rank": rank, "display_name": user.display_name, "score": s.score,
+            "fraction_of_copy": perf.get("fraction_of_copy"), "gbs": perf.get("gbs"),
+            "device": result.get("device_name") or result.get("device"),
+            "late": s.late, "submitted_at": iso(s.created_at)}))
+    return entries
+
+
+def best_per_student(db: Session, exercise: str) -> list[tuple[User, Submission]]:
+    """Best score per student, ties to the earlier submission; flagged ones left out."""
+    query = (select(Submission, User).join(User, Submission.user_id == User.id)
+             .where(Submission.exercise == exercise, Submission.status == Status.GRADED,
+                    User.role == Role.STUDENT, Submission.flag == Flag.NONE)
+             .order_by(Submission.score.desc(), Submission.created_at, Submission.id))
+    best: dict[int, tuple[User, Submission]] = {}
+    for submission, user in db.execute(query):
+        best.setdefault(user.id, (user, submission))
+    return list(best.values())

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from sqlalchemy import select
@@ -21,10 +20,9 @@ from sqlalchemy.orm import Session
 
 from .api.admin import Roster, _upsert
 from .api.common import iso
-from .api.leaderboard import best_per_student
 from .auth import COOKIE, get_db, user_for_token
 from .models import Flag, Role, Status, Submission, User
-from .services import Refused, accept_submission, deadline_of
+from .services import Refused, accept_submission, deadline_of, leaderboard, requeue, submissions_query
 from .settings import REPO_ROOT
 
 FRONTEND = REPO_ROOT / "frontend"
@@ -187,14 +185,8 @@ def leaderboard_index(request: Request):
 def leaderboard_page(name: str, request: Request, user: User | None = Depends(viewer),
                      db: Session = Depends(get_db)):
     exercise = _exercise(request, name)
-    rows = []
-    for rank, (student, s) in enumerate(best_per_student(db, name), start=1):
-        result = s.results[-1].result if s.results else {}
-        perf = result.get("performance") or {}
-        rows.append({"rank": rank, "name": student.display_name, "score": s.score,
-                     "fraction": perf.get("fraction_of_copy"), "gbs": perf.get("gbs"),
-                     "device": result.get("device_name") or result.get("device"),
-                     "late": s.late, "at": s.created_at, "mine": user and student.id == user.id})
+    rows = [dict(entry, mine=bool(user and student.id == user.id))
+            for student, entry in leaderboard(db, name)]
     return render(request, "leaderboard.html", user, exercise=exercise, rows=rows,
                   exercises=request.app.state.exercises)
 
@@ -204,14 +196,7 @@ def leaderboard_page(name: str, request: Request, user: User | None = Depends(vi
 @router.get("/admin", response_class=HTMLResponse)
 def admin_page(request: Request, exercise: str = "", student: str = "", verdict: str = "",
                user: User = Depends(instructor_page), db: Session = Depends(get_db)):
-    query = select(Submission).join(User, Submission.user_id == User.id)
-    if exercise:
-        query = query.where(Submission.exercise == exercise)
-    if student:
-        query = query.where(User.username == student)
-    if verdict:
-        query = query.where(Submission.verdict == verdict)
-    rows = db.scalars(query.order_by(Submission.id.desc()).limit(500)).all()
+    rows = db.scalars(submissions_query(exercise, student, verdict).limit(500)).all()
     students = db.scalars(select(User).where(User.role == Role.STUDENT)
                           .order_by(User.username)).all()
     return render(request, "admin.html", user, rows=rows, students=students,
@@ -233,12 +218,7 @@ def admin_source(submission_id: int, request: Request, user: User = Depends(inst
 def admin_regrade(request: Request, submission_id: int | None = Form(None),
                   exercise: str = Form(""), user: User = Depends(instructor_page),
                   db: Session = Depends(get_db)):
-    query = select(Submission).where(Submission.status.in_([Status.GRADED, Status.ERROR]))
-    query = query.where(Submission.id == submission_id) if submission_id else \
-        query.where(Submission.exercise == exercise)
-    for s in db.scalars(query):
-        s.status, s.attempts, s.started_at = Status.QUEUED, 0, None
-    db.commit()
+    requeue(db, submission_id, None if submission_id else exercise)
     request.app.state.dispatcher.notify()
     return RedirectResponse(request.headers.get("referer") or "/admin", status_code=303)
 

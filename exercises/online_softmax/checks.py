@@ -153,7 +153,7 @@ def byte_count_answers(ctx):
     for key in ("bytes_3pass", "bytes_1pass"):
         value = answers.get(key)
         if not isinstance(value, (int, float)) or value != spec[key]:
-            wrong.append(f"{key} = {value!r} is not the bytes moved for R = C = {r} float32")
+            wrong.append(f"{key} = {value!r} is not the bytes moved for R = {r}, C = {c} float32")
     logit = answers.get("fp16_overflow_logit")
     if not isinstance(logit, (int, float)) or abs(logit - spec["fp16_overflow_logit"]) > spec[
             "fp16_overflow_tolerance"]:

@@ -4,8 +4,6 @@ Each function is a check named in spec.toml: it makes inputs, yields calls of
 the student's ``softmax`` and judges the outputs against a float64 softmax.
 """
 
-import numpy as np
-
 from graders.casekit import softmax64
 
 

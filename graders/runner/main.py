@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import protocol
-from ..arrays import STORAGE, HostArray
+from ..arrays import HostArray
 
 SUBMISSION_MODULE = "submission"
 

@@ -9,13 +9,13 @@ from typing import Literal
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, Field
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..auth import get_db, hash_token, instructor, new_token
-from ..models import Flag, Role, Status, Submission, User
+from ..models import Flag, Role, Submission, User
+from ..services import best_per_student, requeue, submissions_query
 from .common import exercise_or_error, submission_json
-from .leaderboard import best_per_student
 
 router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(instructor)])
 
@@ -73,21 +73,9 @@ async def add_students(request: Request, db: Session = Depends(get_db)):
 
 
 @router.get("/submissions")
-def all_submissions(request: Request, exercise: str | None = None, student: str | None = None,
-                    verdict: str | None = None, status: str | None = None,
-                    flag: str | None = None, db: Session = Depends(get_db)):
-    query = select(Submission).join(User, Submission.user_id == User.id)
-    if exercise:
-        query = query.where(Submission.exercise == exercise)
-    if student:
-        query = query.where(User.username == student)
-    if verdict:
-        query = query.where(Submission.verdict == verdict)
-    if status:
-        query = query.where(Submission.status == Status(status))
-    if flag:
-        query = query.where(Submission.flag == Flag(flag))
-    rows = db.scalars(query.order_by(Submission.id.desc())).all()
+def all_submissions(request: Request, exercise: str = "", student: str = "", verdict: str = "",
+                    status: str = "", flag: str = "", db: Session = Depends(get_db)):
+    rows = db.scalars(submissions_query(exercise, student, verdict, status, flag)).all()
     return {"submissions": [dict(submission_json(request, s, with_result=False),
                                  username=s.user.username, display_name=s.user.display_name)
                             for s in rows]}
@@ -111,16 +99,11 @@ def regrade(body: RegradeIn, request: Request, db: Session = Depends(get_db)):
     """Queue again (after a grader fix); the new result is kept beside the old."""
     if (body.submission_id is None) == (body.exercise is None):
         raise HTTPException(422, "give either submission_id or exercise")
-    query = update(Submission).where(Submission.status.in_([Status.GRADED, Status.ERROR]))
-    if body.submission_id is not None:
-        if db.get(Submission, body.submission_id) is None:
-            raise HTTPException(404, f"no submission {body.submission_id}")
-        query = query.where(Submission.id == body.submission_id)
-    else:
+    if body.submission_id is not None and db.get(Submission, body.submission_id) is None:
+        raise HTTPException(404, f"no submission {body.submission_id}")
+    if body.exercise is not None:
         exercise_or_error(request, body.exercise)
-        query = query.where(Submission.exercise == body.exercise)
-    count = db.execute(query.values(status=Status.QUEUED, attempts=0, started_at=None)).rowcount
-    db.commit()
+    count = requeue(db, body.submission_id, body.exercise)
     request.app.state.dispatcher.notify()
     return {"queued": count}
 
