@@ -167,7 +167,9 @@ class RunnerProcess:
             log.error("runner %d did not die", self.proc.pid)
         report = CloseReport(0, True)
         if self.cgroup:
-            leftovers = self.cgroup.pids()
+            deadline = time.monotonic() + 2.0  # dying processes linger in the group briefly
+            while (leftovers := self.cgroup.pids()) and time.monotonic() < deadline:
+                time.sleep(0.05)
             report = CloseReport(len(leftovers), self.cgroup.kill_all())
             if leftovers:
                 log.warning("job left %d processes behind; killed: %s", len(leftovers),
