@@ -10,6 +10,7 @@ from pathlib import PurePath
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from .api.common import iso
 from .graders_client import LANGUAGE_BY_SUFFIX, ExerciseInfo
 from .models import Flag, Role, Status, Submission, User
 from .queue import queue_depth
@@ -123,8 +124,6 @@ def requeue(db: Session, submission_id: int | None = None, exercise: str | None 
 
 def leaderboard(db: Session, exercise: str) -> list[tuple[User, dict]]:
     """Each student's best graded submission as a leaderboard entry; never any source."""
-    from .api.common import iso  # noqa: PLC0415 - api imports services
-
     entries = []
     for rank, (user, s) in enumerate(best_per_student(db, exercise), start=1):
         result = s.results[-1].result if s.results else {}

@@ -7,8 +7,6 @@ submission page polls for its result.
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
@@ -18,8 +16,8 @@ from markdown_it import MarkdownIt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .api.admin import Roster, _upsert
-from .api.common import iso
+from .api.admin import _upsert, roster_from_csv
+from .api.common import exercise_or_error, iso
 from .auth import COOKIE, get_db, user_for_token
 from .models import Flag, Role, Status, Submission, User
 from .services import Refused, accept_submission, deadline_of, leaderboard, requeue, submissions_query
@@ -60,13 +58,6 @@ def render(request: Request, name: str, user: User | None, status_code: int = 20
            **context: Any) -> HTMLResponse:
     return templates.TemplateResponse(request, name, {"user": user, **context},
                                       status_code=status_code)
-
-
-def _exercise(request: Request, name: str):
-    exercise = request.app.state.exercises.get(name)
-    if exercise is None:
-        raise HTTPException(404, f"no exercise {name!r}")
-    return exercise
 
 
 # -- signing in -----------------------------------------------------------------------------
@@ -119,12 +110,12 @@ def _exercise_page(request, user, exercise, status_code=200, **context):
 
 @router.get("/exercises/{name}", response_class=HTMLResponse)
 def exercise_page(name: str, request: Request, user: User | None = Depends(viewer)):
-    return _exercise_page(request, user, _exercise(request, name))
+    return _exercise_page(request, user, exercise_or_error(request, name))
 
 
 @router.get("/exercises/{name}/skeleton/{language}")
 def skeleton_download(name: str, language: str, request: Request):
-    skeleton = _exercise(request, name).skeletons.get(language)
+    skeleton = exercise_or_error(request, name).skeletons.get(language)
     if skeleton is None:
         raise HTTPException(404, f"no {language} skeleton for {name}")
     return PlainTextResponse(skeleton["source"], headers={
@@ -135,7 +126,7 @@ def skeleton_download(name: str, language: str, request: Request):
 async def submit_page(name: str, request: Request, source: str = Form(""),
                       language: str = Form(""), file: UploadFile | None = None,
                       user: User = Depends(signed_in), db: Session = Depends(get_db)):
-    exercise = _exercise(request, name)
+    exercise = exercise_or_error(request, name)
     raw: str | bytes = source
     filename = f"submission{'.py' if language == 'triton' else ''}"
     if file is not None and file.filename:
@@ -184,7 +175,7 @@ def leaderboard_index(request: Request):
 @router.get("/leaderboard/{name}", response_class=HTMLResponse)
 def leaderboard_page(name: str, request: Request, user: User | None = Depends(viewer),
                      db: Session = Depends(get_db)):
-    exercise = _exercise(request, name)
+    exercise = exercise_or_error(request, name)
     rows = [dict(entry, mine=bool(user and student.id == user.id))
             for student, entry in leaderboard(db, name)]
     return render(request, "leaderboard.html", user, exercise=exercise, rows=rows,
@@ -241,12 +232,8 @@ async def admin_roster(request: Request, file: UploadFile | None = None,
     if file is None or not file.filename:
         error = "Choose a CSV file with a header row: username,display_name"
     else:
-        rows = list(csv.DictReader(io.StringIO((await file.read()).decode("utf-8-sig"))))
         try:
-            roster = Roster(students=[{"username": (r.get("username") or "").strip(),
-                                       "display_name": (r.get("display_name") or "").strip()}
-                                      for r in rows])
-            issued = _upsert(db, roster.students)
+            issued = _upsert(db, roster_from_csv((await file.read()).decode("utf-8-sig")).students)
         except (ValueError, HTTPException) as exc:
             error = f"That roster was not accepted: {getattr(exc, 'detail', exc)}"
     students = db.scalars(select(User).where(User.role == Role.STUDENT)

@@ -29,6 +29,15 @@ class Roster(BaseModel):
     students: list[StudentIn]
 
 
+def roster_from_csv(text: str) -> Roster:
+    """A roster from CSV with the header row username,display_name; ValueError says why not."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows or not {"username", "display_name"} <= set(rows[0]):
+        raise ValueError("the CSV needs a header row: username,display_name")
+    return Roster(students=[{"username": (r["username"] or "").strip(),
+                             "display_name": (r["display_name"] or "").strip()} for r in rows])
+
+
 def _upsert(db: Session, students: list[StudentIn]) -> list[dict[str, str]]:
     """New students get a token; a known username gets a fresh one (the old stops working)."""
     issued = []
@@ -55,13 +64,8 @@ async def add_students(request: Request, db: Session = Depends(get_db)):
         upload = (await request.form()).get("file")
         if upload is None or isinstance(upload, str):
             raise HTTPException(422, "upload the roster as a CSV `file`")
-        text = (await upload.read()).decode("utf-8-sig")
-        rows = list(csv.DictReader(io.StringIO(text)))
-        if not rows or not {"username", "display_name"} <= set(rows[0]):
-            raise HTTPException(422, "the CSV needs a header row: username,display_name")
         try:
-            roster = Roster(students=[{"username": r["username"].strip(),
-                                       "display_name": r["display_name"].strip()} for r in rows])
+            roster = roster_from_csv((await upload.read()).decode("utf-8-sig"))
         except ValueError as exc:
             raise HTTPException(422, f"bad roster: {exc}") from None
     else:
