@@ -25,6 +25,7 @@ from . import protocol
 from .arrays import HostArray, from_f64
 from .casekit import Call, CaseContext, CheckFailed
 from .judge import Failure
+from .performance import PerformanceRejected, PerformanceRun
 from .launch import CloseReport, Launcher, RunnerProcess, start_runner
 from .sandbox import Limits, default_launcher
 from .results import CheckResult, GradeResult
@@ -171,8 +172,9 @@ def resolve_device(device: Device) -> Device:
 class Grader:
     def __init__(self, exercise: ExerciseSpec, submission: Path, device: Device,
                  launcher: Launcher | None = None, timeout_s: float | None = None,
-                 seed: int | None = None):
+                 seed: int | None = None, performance: bool = True):
         self.exercise = exercise
+        self.time_it = performance  # False: correctness only (selftest, many jobs on one GPU)
         self.submission = submission.resolve()
         self.device = resolve_device(device)
         # the sandbox by default; raises SandboxUnavailable where bwrap is missing
@@ -216,6 +218,10 @@ class Grader:
         self._mark_unrun(result)
         if result.verdict in (Verdict.PASSED, Verdict.FAILED):
             result.score = round(sum(c.points for c in result.checks), 2)
+            if result.performance and "points" in result.performance:
+                result.score = round(result.score + result.performance["points"], 2)
+        if result.device == Device.CUDA.value and self.exercise.performance and self.time_it:
+            result.max_score = 100 + self.exercise.performance.points
         return result
 
     # -- the run ------------------------------------------------------------------------
@@ -239,6 +245,25 @@ class Grader:
         if failed:
             result.message = f"{len(failed)} of {len(result.checks)} checks failed: " + ", ".join(
                 c.name for c in failed)
+        self._time(session, checks_module, result, device, bool(failed))
+
+    def _time(self, session: Session, checks_module: ModuleType, result: GradeResult,
+              device: Device, failed: bool) -> None:
+        """GPU only, and only for a submission that passed: correctness gates performance."""
+        spec = self.exercise.performance
+        if spec is None or device is not Device.CUDA or not self.time_it:
+            return
+        if failed:
+            result.performance = {"skipped": "a check failed, and correctness gates performance",
+                                  "points": 0.0, "max_points": spec.points}
+            return
+        run = PerformanceRun(self.exercise, checks_module, session, self.rng("performance"),
+                             getattr(self.launcher, "gpu_index", None))
+        try:
+            result.performance = run.run()
+        except PerformanceRejected as bad:
+            result.flag = bad.message if bad.flag else None
+            raise RunStopped(Verdict.REJECTED, bad.message, bad.line) from None
 
     def _known_answer(self, session: Session) -> None:
         x = self.rng("known_answer").standard_normal((5, 300)) * 4

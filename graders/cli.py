@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--no-sandbox", action="store_true",
                    help="run without bubblewrap: only for your own code on your own machine")
     g.add_argument("--gpu-index", type=int, default=0, help="the GPU this grading may use")
+    g.add_argument("--no-timing", action="store_true",
+                   help="on a GPU, check correctness only (no performance points)")
 
     ls = sub.add_parser("list", help="list the exercises")
     ls.add_argument("--json", action="store_true",
@@ -48,6 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=None, help="gradings run at once")
     s.add_argument("--exercise", action="append", help="only these exercises")
     s.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
+
+    b = sub.add_parser("bench", help="GPU: copy ceiling, torch and references on the graded "
+                                     "shapes, the traffic table, repeatability, latency")
+    b.add_argument("--out", type=Path, default=None, help="write the tables as markdown here")
+    b.add_argument("--repeat", type=int, default=5, help="gradings of the first exercise's "
+                                                         "reference, for repeatability")
+    b.add_argument("--exercise", action="append", help="only these exercises")
+    b.add_argument("--no-labs", action="store_true", help="skip the traffic table")
+    b.add_argument("--gpu-index", type=int, default=0)
+    b.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
     return p
 
 
@@ -63,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_selftest(Device(args.device), jobs=args.jobs, only=args.exercise,
                                 sandbox=not args.no_sandbox)
+        if args.command == "bench":
+            from .bench import run_bench
+
+            return run_bench(args.out, args.repeat, args.gpu_index, not args.no_sandbox,
+                             only=args.exercise, skip_labs=args.no_labs)
     except (SpecError, SandboxUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -113,7 +130,8 @@ def _grade(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)
-    result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed)
+    result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed,
+                        performance=not args.no_timing)
     if args.json:
         # the slot's health rides along for the server's pool; it is not part of the result
         print(json.dumps({**result.to_json(),

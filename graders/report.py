@@ -9,7 +9,7 @@ from .vocabulary import Verdict
 def render(result: GradeResult) -> str:
     lines = [
         f"{result.exercise} · {result.language} · {result.device_name or result.device}",
-        f"verdict: {result.verdict.value}    score: {result.score:g}/100    "
+        f"verdict: {result.verdict.value}    score: {result.score:g}/{result.max_score:g}    "
         f"({result.duration_s:.1f} s)",
     ]
     if result.message and result.verdict is not Verdict.FAILED:
@@ -25,6 +25,7 @@ def render(result: GradeResult) -> str:
                 lines.append(f"        {c.message}")
                 if c.dump and "columns" in c.dump:
                     lines.extend(_dump_table(c.dump))
+    lines.extend(_performance(result.performance))
     if result.output:
         lines.append("")
         lines.append("your program printed:")
@@ -32,6 +33,20 @@ def render(result: GradeResult) -> str:
         if result.output_dropped_bytes:
             lines.append(f"  ({result.output_dropped_bytes} more bytes dropped)")
     return "\n".join(lines)
+
+
+def _performance(perf: dict | None) -> list[str]:
+    if not perf:
+        return []
+    if "skipped" in perf:
+        return ["", f"performance: not timed ({perf['skipped']})"]
+    lines = ["", f"performance: {perf['points']:g}/{perf['max_points']:g} points, "
+                 f"{perf['fraction_of_copy'] * 100:.1f}% of copy (geometric mean)",
+             f"  {'shape':<34} {'ms':>8} {'GB/s':>7} {'copy GB/s':>9} {'of copy':>7} {'spread':>6}"]
+    for s in perf["shapes"]:
+        lines.append(f"  {s['label']:<34} {s['ms']:>8.4f} {s['gbs']:>7.0f} {s['copy_gbs']:>9.0f} "
+                     f"{s['fraction'] * 100:>6.1f}% {s['spread'] * 100:>5.1f}%")
+    return lines
 
 
 def _dump_table(dump: dict) -> list[str]:

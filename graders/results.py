@@ -46,6 +46,8 @@ class GradeResult:
     duration_s: float = 0.0
     sandboxed: bool = True
     performance: dict[str, Any] | None = None
+    max_score: float = 100.0  # 100 for the checks, plus the performance points on a GPU
+    flag: str | None = None  # why an instructor should look (an impossible timing)
     grader_version: str = GRADER_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .arrays import FLOAT_DTYPES
+from .perfinputs import KINDS, InputRecipe
 from .vocabulary import Device
 
 
@@ -43,6 +44,44 @@ class CheckSpec:
 
 
 @dataclass(frozen=True)
+class PerfShape:
+    """One graded GPU shape: a call of an entry point on inputs made from a seed.
+
+    ``args``/``kwargs`` hold literals and ``"@name"`` references to ``inputs``; the output
+    is shaped like the first input. Bytes moved = every input read once + the output
+    written once, the least any implementation must move.
+    """
+
+    fn: str
+    inputs: tuple[InputRecipe, ...]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    label: str
+
+    @property
+    def bytes_moved(self) -> int:
+        return sum(r.nbytes for r in self.inputs) + self.inputs[0].nbytes
+
+    @property
+    def rows(self) -> int:
+        return self.inputs[0].rows
+
+    @property
+    def cols(self) -> int:
+        return self.inputs[0].cols
+
+    @property
+    def dtype(self) -> str:
+        return self.inputs[0].dtype
+
+
+@dataclass(frozen=True)
+class PerformanceSpec:
+    points: float
+    shapes: tuple[PerfShape, ...]
+
+
+@dataclass(frozen=True)
 class ExerciseSpec:
     name: str
     folder: Path
@@ -55,6 +94,7 @@ class ExerciseSpec:
     timeouts_s: dict[Device, float]
     deadline: str | None = None
     languages: tuple[str, ...] = ("triton",)
+    performance: PerformanceSpec | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -78,6 +118,39 @@ def _require(table: dict[str, Any], key: str, kind: type, where: str) -> Any:
     if not isinstance(value, kind):
         raise SpecError(f"{where}: `{key}` should be {kind.__name__}, got {type(value).__name__}")
     return value
+
+
+def _load_performance(raw: dict[str, Any], entry_points: list[str], where: str
+                      ) -> PerformanceSpec | None:
+    if "performance" not in raw:
+        return None
+    perf = _require(raw, "performance", dict, where)
+    shapes = []
+    for i, item in enumerate(_require(perf, "shapes", list, f"{where}: performance")):
+        swhere = f"{where}: performance.shapes[{i}]"
+        fn = _require(item, "fn", str, swhere)
+        if fn not in entry_points:
+            raise SpecError(f"{swhere}: {fn} is not an entry point")
+        recipes = []
+        for name, desc in _require(item, "inputs", dict, swhere).items():
+            if not (isinstance(desc, list) and 3 <= len(desc) <= 4):
+                raise SpecError(f"{swhere}: input {name} should be [rows, cols, dtype, kind?]")
+            kind = desc[3] if len(desc) == 4 else "uniform"
+            if kind not in KINDS or desc[2] not in FLOAT_DTYPES:
+                raise SpecError(f"{swhere}: input {name}: unknown kind or dtype")
+            recipes.append(InputRecipe(name, kind, int(desc[0]), int(desc[1]), desc[2]))
+        if not recipes:
+            raise SpecError(f"{swhere}: no inputs")
+        names = {r.name for r in recipes}
+        args = tuple(item.get("args", [f"@{recipes[0].name}"]))
+        kwargs = dict(item.get("kwargs", {}))
+        for value in list(args) + list(kwargs.values()):
+            if isinstance(value, str) and value.startswith("@") and value[1:] not in names:
+                raise SpecError(f"{swhere}: {value} names no input")
+        first = recipes[0]
+        label = item.get("label", f"{first.rows}×{first.cols} {first.dtype}")
+        shapes.append(PerfShape(fn, tuple(recipes), args, kwargs, str(label)))
+    return PerformanceSpec(points=float(perf.get("points", 100)), shapes=tuple(shapes))
 
 
 def load_spec(folder: Path) -> ExerciseSpec:
@@ -120,6 +193,7 @@ def load_spec(folder: Path) -> ExerciseSpec:
         raise SpecError(f"{where}: check points add up to {total}, not 100")
 
     limits = raw.get("limits", {})
+    entry_points = _require(raw, "entry_points", list, where)
     return ExerciseSpec(
         name=folder.name,
         folder=folder,
@@ -135,7 +209,8 @@ def load_spec(folder: Path) -> ExerciseSpec:
         },
         deadline=raw.get("deadline"),
         languages=tuple(raw.get("languages", ["triton"])),
+        performance=_load_performance(raw, entry_points, where),
         extra={k: v for k, v in raw.items() if k not in {
             "title", "summary", "entry_points", "attributes", "checks", "tolerance", "limits",
-            "deadline", "languages"}},
+            "deadline", "languages", "performance"}},
     )

@@ -26,7 +26,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from .graders_client import GradersClient, GradeOutcome
-from .models import GradeRun, Status, Submission, utcnow
+from .models import Flag, GradeRun, Status, Submission, utcnow
 from .settings import Settings
 
 log = logging.getLogger("server.queue")
@@ -159,6 +159,9 @@ class LocalPool:
                                     "checks": [], "performance": None, "grader_version": ""}
             else:
                 s.status = Status.GRADED
+                if result.get("flag"):  # e.g. a timing faster than a copy: an instructor looks
+                    s.flag = Flag.SUSPICIOUS
+                    log.warning("submission %d flagged: %s", s.id, result["flag"])
             s.verdict, s.score, s.finished_at = result["verdict"], float(result["score"]), utcnow()
             db.add(GradeRun(submission_id=s.id, verdict=s.verdict, score=s.score, result=result,
                             grader_version=str(result.get("grader_version", ""))))

@@ -2,7 +2,8 @@
 
 `list --json` is the real list; `grade EXERCISE FILE --json ...` reads a directive
 from the submission, e.g. `# fake: passed 100`, `# fake: failed 40`,
-`# fake: grader_error`, `# fake: sleep 20 passed 100`, and answers like the real CLI.
+`# fake: grader_error`, `# fake: sleep 20 passed 100`, `# fake: rejected` (a timing
+faster than a copy, flagged), and answers like the real CLI.
 It appends one line per grading to $FAKE_GRADER_LOG when set.
 """
 
@@ -23,7 +24,7 @@ def main() -> int:
         return subprocess.call([sys.executable, "-m", "graders", *args], cwd=REPO)
     exercise, path = args[1], Path(args[2])
     source = path.read_text()
-    match = re.search(r"# fake: (?:sleep (\d+) )?(passed|failed|grader_error)(?: (\d+))?", source)
+    match = re.search(r"# fake: (?:sleep (\d+) )?(passed|failed|grader_error|rejected)(?: (\d+))?", source)
     sleep, verdict, score = (match.group(1), match.group(2), match.group(3)) if match else \
         (None, "failed", "0")
     if os.environ.get("FAKE_GRADER_LOG"):
@@ -40,6 +41,7 @@ def main() -> int:
         "checks": [{"name": "random_rows", "passed": verdict == "passed", "message": "fake",
                     "points": float(score or 0), "max_points": 100.0}],
         "performance": None, "grader_version": "fake", "message": "",
+        "flag": "1.40× the copy: not believed" if verdict == "rejected" else None,
         "slot": {"healthy": True, "problem": ""}}))
     return 0 if verdict == "passed" else 1
 

@@ -19,7 +19,31 @@ from graders.registry import get_exercise
 from graders.sandbox import BwrapLauncher
 from graders.slots import Slot, SlotOutOfService
 from graders.vocabulary import Device, Verdict
-from test_grading import GOOD, SAFE_KERNEL
+from test_grading import SAFE_KERNEL
+
+# the reference, not a one-block-per-row kernel: a block of 2**19 lanes for the 300007-column
+# check would take the GPU compiler minutes
+GOOD = (REPO / "reference_solutions" / "safe_softmax" / "solution.py").read_text()
+
+PATCHED_TIMER = GOOD + '''
+
+# at import, before any timing: claim every kernel took 0.1 µs
+torch.cuda.Event.elapsed_time = lambda self, end: 1e-4
+torch.Tensor.zero_ = lambda self: self  # and skip the grader's L2 flush
+'''
+
+SIDE_STREAM = GOOD.replace("def softmax(", "def _softmax(") + '''
+
+_side = None
+
+
+def softmax(x):
+    # the work on another stream: a timer on the current stream would stop before it ends
+    global _side
+    _side = _side or torch.cuda.Stream()
+    with torch.cuda.stream(_side):
+        return _softmax(x)
+'''
 
 pytestmark = pytest.mark.gpu
 
@@ -64,20 +88,47 @@ def slot():
     return Slot("gpu-0", Device.CUDA, gpu_index=0)
 
 
-def _grade(slot, tmp_path, name, source, **kwargs):
+def _grade(slot, tmp_path, name, source, performance=False, **kwargs):
     path = tmp_path / f"{name}.py"
     path.write_text(source)
-    return slot.grade(get_exercise("safe_softmax"), path, **kwargs)
+    return slot.grade(get_exercise("safe_softmax"), path, performance=performance, **kwargs)
 
 
-def test_reference_passes_in_the_sandbox_on_cuda():
+def _print_performance(title, perf):
+    print(f"\n{title}: {perf['points']} points, {perf['fraction_of_copy']:.3f} of copy")
+    for s in perf["shapes"]:
+        print(f"  {s['label']:<22} {s['ms']:.4f} ms {s['gbs']:7.0f} GB/s copy {s['copy_gbs']:6.0f}"
+              f" fraction {s['fraction']:.3f} spread {s['spread']:.3f} reps {s['reps']}")
+
+
+def test_reference_passes_in_the_sandbox_on_cuda_with_timing():
     ref = REPO / "reference_solutions" / "safe_softmax" / "solution.py"
     proc = run_cli("grade", "safe_softmax", str(ref), "--device", "cuda", "--json")
     result = json.loads(proc.stdout)
-    print(f"\nreference on cuda: {result['verdict']} {result['score']} {result['device_name']} "
-          f"sandboxed={result['sandboxed']} {result['duration_s']} s")
+    print(f"\nreference on cuda: {result['verdict']} {result['score']}/{result['max_score']} "
+          f"{result['device_name']} sandboxed={result['sandboxed']} {result['duration_s']} s")
     assert result["verdict"] == "passed" and result["device"] == "cuda", proc.stdout[-2000:]
     assert result["sandboxed"] is True
+    perf = result["performance"]
+    _print_performance("reference timed", perf)
+    assert len(perf["shapes"]) == 8
+    for s in perf["shapes"]:
+        assert 0.2 < s["fraction"] <= 1.05 and s["copy_gbs"] > 1000
+    assert result["score"] == 100 + perf["points"] and result["max_score"] == 200
+
+
+def test_a_patched_timer_is_not_the_timer(slot, tmp_path):
+    result = _grade(slot, tmp_path, "patched", PATCHED_TIMER, performance=True, timeout_s=300)
+    assert result.verdict is Verdict.PASSED, result.message
+    _print_performance("patched Event.elapsed_time", result.performance)
+    assert all(s["fraction"] <= 1.05 for s in result.performance["shapes"])
+
+
+def test_work_on_a_side_stream_is_rejected(slot, tmp_path):
+    result = _grade(slot, tmp_path, "side", SIDE_STREAM, performance=True, timeout_s=300)
+    print(f"\nside stream: {result.verdict.value}: {result.message[:200]}")
+    assert result.verdict is Verdict.REJECTED and "side stream" in result.message
+    assert result.flag
 
 
 def test_exhausting_gpu_memory_is_a_memory_limit(slot, tmp_path):

@@ -216,6 +216,17 @@ def test_exercises_endpoint(database_url):
         assert "/api/submissions" in client.get("/openapi.json").json()["paths"]
 
 
+def test_a_grading_that_flags_itself_is_flagged_for_instructors(database_url):
+    with running(database_url) as client:
+        token = add_students(client, "ada")["ada"]
+        sid = submit(client, token, "# fake: rejected\n").json()["id"]
+        assert wait_done(client, token, sid)["result"]["verdict"] == "rejected"
+        listed = client.get("/api/admin/submissions?exercise=safe_softmax",
+                            headers=auth(ADMIN)).json()["submissions"]
+        assert [(s["id"], s["flag"]) for s in listed] == [(sid, "suspicious")]
+        assert client.get("/api/leaderboard/safe_softmax").json()["entries"] == []
+
+
 def test_instructor_roster_regrade_flag_and_export(database_url):
     with running(database_url) as client:
         roster = "username,display_name\nada,Ada L.\nbob,Bob K.\n"

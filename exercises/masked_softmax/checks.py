@@ -110,3 +110,15 @@ def fresh_inputs(ctx):
         for _ in range(int(ctx.params.get("calls", 4))):
             yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0,
                                     _tail_mask(ctx, rows, cols))
+
+
+def performance_reference(shape, inputs, rows):
+    """Expected rows of a timed call: z = x·scale + mask, causal j > i masked."""
+    scale = float(shape.args[1])
+    z = inputs["x"] * scale
+    if shape.kwargs.get("mask") == "@mask":
+        z = z + inputs["mask"]
+    if shape.kwargs.get("causal"):
+        cols = z.shape[1]
+        z = np.where(np.arange(cols)[None, :] > np.asarray(rows)[:, None], NEG_INF, z)
+    return softmax64(z)

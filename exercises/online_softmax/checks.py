@@ -160,3 +160,8 @@ def byte_count_answers(ctx):
         wrong.append(f"fp16_overflow_logit = {logit!r} is not where exp overflows float16")
     if wrong:
         ctx.fail("value", "; ".join(wrong))
+
+
+def performance_reference(shape, inputs, rows):
+    """Expected rows of a timed call (graders/performance.py picks which)."""
+    return softmax64(inputs["x"])

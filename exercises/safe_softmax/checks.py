@@ -82,3 +82,8 @@ def fresh_inputs(ctx):
     for rows, cols, dtype in _each(ctx):
         for _ in range(int(ctx.params.get("calls", 4))):
             yield from _softmax_call(ctx, ctx.randn((rows, cols), dtype, scale=3.0))
+
+
+def performance_reference(shape, inputs, rows):
+    """Expected rows of a timed call (graders/performance.py picks which)."""
+    return softmax64(inputs["x"])

@@ -48,6 +48,8 @@ class CallGuard:
     submission_path: str
     violations: list[Violation] = field(default_factory=list)
     launches: int = 0
+    stream: int | None = None  # timed calls: the only stream kernels may be launched on
+    foreign_streams: int = 0  # launches seen on any other stream
 
     def student_line(self) -> int | None:
         frame = sys._getframe(1)
@@ -116,7 +118,11 @@ def install_launch_counter() -> None:
 
         def run(self, *args, _original=original, **kwargs):
             if not kwargs.get("warmup", False) and _active:
-                _active[-1].launches += 1
+                state = _active[-1]
+                state.launches += 1
+                if state.stream is not None and \
+                        torch.cuda.current_stream().cuda_stream != state.stream:
+                    state.foreign_streams += 1
             return _original(self, *args, **kwargs)
 
         run._graders_counted = True

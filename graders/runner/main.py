@@ -7,6 +7,9 @@ Protocol (``graders.protocol`` frames on two pipes the checker owns):
   call           -> call an entry point on the arrays sent; reply with the
                     outputs, the inputs as they are after the call, and the
                     number of Triton launches
+  perf           -> time an entry point on inputs made here from a seed, beside a
+                    copy of the same bytes (graders.runner.timing); raw times back
+  perf_rows      -> the rows the checker picked from those timed calls
   bye            -> exit
 The submission's own stdout and stderr go elsewhere and are never parsed.
 """
@@ -44,6 +47,7 @@ class Runner:
         self.submission = os.path.abspath(submission)
         self.requested_device = device
         self.module = None
+        self.timed = None  # the last shape's timed outputs, until the checker has its rows
 
     # -- start-up ---------------------------------------------------------------------
     def import_toolchain(self) -> None:
@@ -72,6 +76,10 @@ class Runner:
 
         guard.install_launch_counter()
         self.torch, self.triton, self.guard = torch, triton, guard
+        # the timer's parts, taken before any submission code runs (graders.runner.timing)
+        self.clock = (torch.cuda.Event, torch.cuda.Event.record, torch.cuda.Event.elapsed_time,
+                      torch.Tensor.copy_,
+                      torch.Tensor.zero_)
 
     def hello(self) -> dict[str, Any]:
         torch = self.torch
@@ -188,6 +196,36 @@ class Runner:
         after = [self.to_host(t) for t in tensors]
         return reply, (outputs if problem is None else []) + after
 
+    def perf(self, header: dict) -> tuple[dict, list[HostArray]]:
+        from . import timing
+
+        if self.device != "cuda":
+            return _error("grader_error", "timing needs a GPU", None), []
+        self.timed = None
+        self.torch.cuda.empty_cache()
+        try:
+            reply, self.timed = timing.measure(self, header, _decode)
+        except BaseException as exc:  # noqa: BLE001
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return _error(_error_kind(exc), _describe(exc) + " (in a timed call)",
+                          self.student_line(exc), self.student_traceback(exc)), []
+        return reply, []
+
+    def perf_rows(self, header: dict) -> tuple[dict, list[HostArray]]:
+        from . import timing
+
+        if self.timed is None:
+            return _error("grader_error", "no timed run to read rows from", None), []
+        try:
+            rows = timing.rows_of(self, self.timed, header)
+        except (IndexError, ValueError) as exc:
+            return _error("grader_error", f"bad row pick: {exc}", None), []
+        finally:
+            self.timed = None
+            self.torch.cuda.empty_cache()
+        return {"ok": True, "rows": len(rows)}, rows
+
     # -- error reporting ----------------------------------------------------------------
     def _frames(self, exc: BaseException):
         seen = set()
@@ -278,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
             reply = runner.load(msg.header["entry_points"], msg.header.get("attributes", []))
         elif op == "call":
             reply, arrays = runner.call(msg.header, msg.arrays)
+        elif op == "perf":
+            reply, arrays = runner.perf(msg.header)
+        elif op == "perf_rows":
+            reply, arrays = runner.perf_rows(msg.header)
         elif op == "bye":
             return 0
         else:

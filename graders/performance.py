@@ -1,0 +1,186 @@
+"""The trusted side of timing: ask for timed calls, then judge the figures and the rows.
+
+The runner times (graders/runner/timing.py); nothing it says is taken on trust:
+* the raw per-call times come back, and the median, spread and GB/s are computed here;
+* the checker picks, after the timing and from its own secret generator, one row of
+  every timed call and a row of every input still in the pool, recomputes those rows
+  of the inputs from the shared seed recipe, and judges them against its float64
+  reference: a timed call that computed something else (a replay, a shortcut taken
+  only when timed, a mutated input) is ``rejected`` and flagged;
+* a GB/s above 1.05× the copy of the same bytes, measured beside it, is impossible:
+  ``rejected`` and flagged for an instructor.
+Performance points = points × geometric mean over the graded shapes of min(fraction, 1).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from . import gpuinfo, perfinputs
+from .judge import compare_rows
+from .spec import ExerciseSpec, PerfShape
+
+BELIEVABLE_FRACTION = 1.05
+METHOD = ("median of CUDA-event times over repeated calls; L2 flushed before each call; "
+          "inputs made fresh for every call from a pool larger than L2; a device-to-device "
+          "copy of the same bytes timed beside every call; bytes = inputs read once + output "
+          "written once")
+
+
+class PerformanceRejected(Exception):
+    """The timed run cannot be believed; ends the grading as ``rejected`` and flags it."""
+
+    def __init__(self, message: str, line: int | None = None, flag: bool = True):
+        super().__init__(message)
+        self.message, self.line, self.flag = message, line, flag
+
+
+@dataclass
+class ShapeFigures:
+    label: str
+    fn: str
+    rows: int
+    cols: int
+    dtype: str
+    bytes: int
+    ms: float
+    gbs: float
+    copy_gbs: float
+    fraction: float
+    spread: float
+    copy_spread: float
+    reps: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+def _spread(values: list[float]) -> float:
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    med = statistics.median(values)
+    return (q[2] - q[0]) / med if med > 0 else math.inf
+
+
+def _numbers(values: Any, n: int | None = None) -> list[float]:
+    if not isinstance(values, list) or not values or (n is not None and len(values) != n):
+        raise PerformanceRejected("the timed run's report does not add up")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise PerformanceRejected(f"the timed run reported an impossible time ({v!r})")
+        out.append(float(v))
+    return out
+
+
+def _decode_value(value: Any, names: dict[str, int]) -> Any:
+    if isinstance(value, str) and value.startswith("@"):
+        return {"a": names[value[1:]]}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"f": repr(value)}
+    return value
+
+
+class PerformanceRun:
+    """Times every graded shape of one exercise through one runner session."""
+
+    def __init__(self, exercise: ExerciseSpec, checks_module: ModuleType, session,
+                 rng: np.random.Generator, gpu_index: int | None):
+        self.exercise, self.checks, self.session = exercise, checks_module, session
+        self.rng, self.gpu_index = rng, gpu_index
+
+    def run(self) -> dict[str, Any]:
+        spec = self.exercise.performance
+        figures = [self.shape(shape) for shape in spec.shapes]
+        capped = [min(f.fraction, 1.0) for f in figures]
+        geomean = math.exp(sum(math.log(max(c, 1e-9)) for c in capped) / len(capped))
+        gbs_mean = math.exp(sum(math.log(f.gbs) for f in figures) / len(figures))
+        return {
+            "fraction_of_copy": round(geomean, 4),
+            "gbs": round(gbs_mean, 1),
+            "points": round(spec.points * geomean, 2),
+            "max_points": spec.points,
+            "shapes": [f.to_json() for f in figures],
+            "clocks": gpuinfo.clocks(self.gpu_index),
+            "method": METHOD,
+        }
+
+    def shape(self, shape: PerfShape) -> ShapeFigures:
+        names = {r.name: i for i, r in enumerate(shape.inputs)}
+        seed = int(self.rng.integers(0, 2**31))
+        header = {"op": "perf", "fn": shape.fn, "seed": seed,
+                  "inputs": [r.to_json() for r in shape.inputs],
+                  "args": [_decode_value(v, names) for v in shape.args],
+                  "kwargs": {k: _decode_value(v, names) for k, v in shape.kwargs.items()},
+                  "min_reps": 10, "max_reps": 40, "target_spread": 0.02, "budget_s": 4.0}
+        during = f"while timing {shape.fn} at {shape.label}"
+        reply = self.session.request(header, during=during).header
+        if reply.get("violations"):
+            raise PerformanceRejected(
+                f"torch computed part of the result ({reply['violations'][0]}) {during}: "
+                "timed calls run under the same rules as the checks",
+                reply.get("violation_line"), flag=False)
+        if reply.get("foreign_streams"):
+            raise PerformanceRejected(f"a kernel was launched on a side stream {during}: launch on "
+                                      "the current stream, where the timer runs")
+        reps = reply.get("reps")
+        if not isinstance(reps, int) or reps < 5:
+            raise PerformanceRejected(f"the timed run returned {reps!r} repetitions {during}")
+        ms = _numbers(reply.get("ms"), reps)
+        copy_ms = _numbers(reply.get("copy_ms"), reps)
+        launches = reply.get("launches")
+        if not isinstance(launches, list) or len(launches) < reps or min(launches) < 1:
+            raise PerformanceRejected(f"a timed call returned without launching a Triton "
+                                      f"kernel {during}", flag=False)
+        self._check_rows(shape, seed, reps, int(reply.get("pool", 0)), during)
+
+        median, copy_median = statistics.median(ms), statistics.median(copy_ms)
+        gbs = shape.bytes_moved / median / 1e6
+        copy_gbs = int(reply.get("copy_bytes", 0)) / copy_median / 1e6
+        if copy_gbs <= 0 or abs(int(reply["copy_bytes"]) - shape.bytes_moved) > 2:
+            raise PerformanceRejected(f"the copy beside the timed calls moved the wrong bytes {during}")
+        fraction = gbs / copy_gbs
+        if fraction > BELIEVABLE_FRACTION:
+            raise PerformanceRejected(
+                f"{shape.fn} at {shape.label} reported {gbs:.0f} GB/s, {fraction:.2f}× the "
+                f"{copy_gbs:.0f} GB/s of a plain copy of the same bytes measured beside it: "
+                "faster than moving the bytes is impossible, so the timing is not believed")
+        return ShapeFigures(shape.label, shape.fn, shape.rows, shape.cols, shape.dtype,
+                            shape.bytes_moved, median, gbs, copy_gbs, fraction, _spread(ms),
+                            _spread(copy_ms), reps)
+
+    def _check_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str) -> None:
+        """One secret row of every timed call's output, and of each input left in the pool."""
+        out_picks = [(i, int(self.rng.integers(0, shape.rows))) for i in range(reps)]
+        pool = max(1, min(pool, reps))
+        in_picks = [(c, j, int(self.rng.integers(0, shape.rows)))
+                    for c in range(reps - pool, reps) for j in range(len(shape.inputs))]
+        reply = self.session.request({"op": "perf_rows", "outputs": [list(p) for p in out_picks],
+                                      "inputs": [list(p) for p in in_picks]}, during=during)
+        if len(reply.arrays) != len(out_picks) + len(in_picks):
+            raise PerformanceRejected(f"the timed run's rows do not add up {during}")
+        got_out, got_in = reply.arrays[:len(out_picks)], reply.arrays[len(out_picks):]
+        for (c, j, row), got in zip(in_picks, got_in):
+            recipe = shape.inputs[j]
+            want = perfinputs.host_rows(recipe, perfinputs.call_seed(seed, c, j), np.array([row]))
+            if got.dtype != recipe.dtype or not np.array_equal(got.data.reshape(-1), want.data[0]):
+                raise PerformanceRejected(f"timed call {c} changed its input `{recipe.name}` "
+                                          f"(row {row}) {during}: inputs must not be modified")
+        tol = self.exercise.tolerances[shape.dtype]
+        for (c, row), got in zip(out_picks, got_out):
+            inputs = {r.name: perfinputs.host_rows(r, perfinputs.call_seed(seed, c, j),
+                                                   np.array([row])).to_f64()
+                      for j, r in enumerate(shape.inputs)}
+            expected = self.checks.performance_reference(shape, inputs, np.array([row]))
+            failure = compare_rows(type(got)(got.data.reshape(1, -1), got.dtype), expected, tol,
+                                   dtype=shape.dtype)
+            if failure is not None:
+                raise PerformanceRejected(
+                    f"the output of timed call {c + 1} is wrong {during} (row {row}: "
+                    f"{failure.text}), though the checks passed: timed calls must compute the "
+                    "same result as the checked ones")

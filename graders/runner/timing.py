@@ -1,0 +1,166 @@
+"""Timed calls, in the runner: the submission beside a copy of the same bytes.
+
+Method (docs/benchmarks.md says it in prose):
+* every timed call reads inputs made fresh for it (``graders.perfinputs``, seeded per
+  call), in a pool of buffers that together exceed the L2 cache twice over;
+* before each timed region the L2 is flushed by writing a buffer of at least
+  ``FLUSH_MIN_BYTES`` (and 4× the L2); the flush also keeps the GPU busy while Python
+  launches the next call, so launch overhead is hidden as it is in real pipelines;
+* each repetition times a device-to-device copy moving the same number of bytes
+  (half read, half written) and then the submission, both with CUDA events on the
+  current stream, so the ceiling is measured beside the submission, under the same
+  clocks and temperature;
+* the submission runs under the same guard as in the checks (torch math rejected,
+  Triton launches counted), and a launch on any other stream is refused: work on a
+  side stream would finish after the end event;
+* each output is cloned at once, so the checker can ask afterwards for any row of
+  any timed call; repetitions continue until the interquartile spread of the
+  submission's times is under the target, or the budget is spent.
+Nothing here is believed by the checker without checking: it gets the raw times
+and the rows it asks for, and judges both.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from .. import perfinputs
+from ..perfinputs import InputRecipe
+
+FLUSH_MIN_BYTES = 256 << 20
+KEEP_MAX_BYTES = 8 << 30  # cloned outputs kept for the checker's row picks
+
+
+def interquartile_spread(values: list[float]) -> float:
+    s = sorted(values)
+    if len(s) < 4:
+        return float("inf")
+    q = lambda p: s[min(len(s) - 1, max(0, round(p * (len(s) - 1))))]  # noqa: E731
+    med = q(0.5)
+    return (q(0.75) - q(0.25)) / med if med > 0 else float("inf")
+
+
+class TimedRun:
+    """The outputs and inputs of one shape's timed calls, kept until the checker looks."""
+
+    def __init__(self, recipes: list[InputRecipe], pool: list[list[Any]], outputs: list[Any]):
+        self.recipes, self.pool, self.outputs = recipes, pool, outputs
+
+
+def measure(runner, header: dict[str, Any], decode, guarded: bool = True
+            ) -> tuple[dict[str, Any], TimedRun | None]:
+    """``guarded=False`` only for trusted baselines (``graders bench`` timing torch itself)."""
+    torch = runner.torch
+    guard = runner.guard
+    fn = getattr(runner.module, header["fn"])
+    recipes = [InputRecipe.from_json(d) for d in header["inputs"]]
+    base_seed = int(header["seed"])
+    min_reps, max_reps = int(header.get("min_reps", 10)), int(header.get("max_reps", 50))
+    target = float(header.get("target_spread", 0.02))
+    budget_s = float(header.get("budget_s", 4.0))
+    warmup = int(header.get("warmup", 2))
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = int(getattr(props, "L2_cache_size", 64 << 20) or (64 << 20))
+    input_bytes = sum(r.nbytes for r in recipes)
+    out_bytes = recipes[0].nbytes  # the output is shaped like the first input
+    pool_size = max(2, min(8, math.ceil(2 * l2 / max(1, input_bytes))))
+    max_reps = max(min_reps, min(max_reps, KEEP_MAX_BYTES // max(1, out_bytes)))
+
+    pool = [[torch.empty((r.rows, r.cols), dtype=perfinputs.torch_dtype(torch, r.dtype),
+                         device="cuda") for r in recipes] for _ in range(pool_size)]
+    flush = torch.empty(max(FLUSH_MIN_BYTES, 4 * l2) // 4, dtype=torch.int32, device="cuda")
+    copy_bytes = (input_bytes + out_bytes) // 2
+    copy_src = torch.zeros(copy_bytes, dtype=torch.uint8, device="cuda")
+    copy_dst = torch.empty_like(copy_src)
+    stream = torch.cuda.current_stream()
+    # bound when the runner started, before the submission was imported: a submission
+    # that patches Event.elapsed_time or Tensor.copy_ patches copies nobody here uses
+    Event, record, elapsed, copy, zero = runner.clock
+
+    def fill(slot: int, call_index: int) -> None:
+        for j, (r, t) in enumerate(zip(recipes, pool[slot])):
+            perfinputs.fill(torch, t, r, perfinputs.call_seed(base_seed, call_index, j))
+
+    def call(slot: int, state) -> Any:
+        args = [decode(v, pool[slot]) for v in header.get("args", [])]
+        kwargs = {k: decode(v, pool[slot]) for k, v in header.get("kwargs", {}).items()}
+        if not guarded:
+            return fn(*args, **kwargs)
+        with guard.guarded_call(state, "cuda"):
+            return fn(*args, **kwargs)
+
+    state = guard.CallGuard(runner.submission, stream=stream.cuda_stream)
+    for w in range(warmup):  # compiles and autotunes; untimed, unchecked
+        fill(0, -1 - w)
+        call(0, state)
+    torch.cuda.synchronize()
+
+    times, copies, outputs, launches = [], [], [], []
+    events = []
+    started = time.monotonic()
+    for i in range(max_reps):
+        slot = i % pool_size
+        fill(slot, i)
+        c0, c1, e0, e1 = (Event(enable_timing=True) for _ in range(4))
+        zero(flush)
+        record(c0, stream)
+        copy(copy_dst, copy_src)
+        record(c1, stream)
+        zero(flush)
+        before = state.launches
+        record(e0, stream)
+        out = call(slot, state)
+        record(e1, stream)
+        launches.append(state.launches - before)
+        if state.violations or state.foreign_streams:
+            break
+        if not isinstance(out, torch.Tensor):
+            return ({"ok": False, "error": {"kind": "runtime_error", "line": None,
+                                            "message": f"{header['fn']} returned "
+                                                       f"{type(out).__name__} in a timed call, "
+                                                       "expected a torch.Tensor"}}, None)
+        outputs.append(out.clone())
+        events.append((c0, c1, e0, e1))
+        if i + 1 >= min_reps and ((i + 1) % 5 == 0 or i + 1 == max_reps):
+            torch.cuda.synchronize()
+            times = [elapsed(a, b) for _, _, a, b in events]
+            if interquartile_spread(times) <= target or time.monotonic() - started > budget_s:
+                break
+    torch.cuda.synchronize()
+    times = [elapsed(e0, e1) for _, _, e0, e1 in events]
+    copies = [elapsed(c0, c1) for c0, c1, _, _ in events]
+    del flush, copy_src, copy_dst
+
+    reply = {
+        "ok": True,
+        "reps": len(times),
+        "ms": times,
+        "copy_ms": copies,
+        "copy_bytes": 2 * copy_bytes,
+        "launches": launches,
+        "violations": [v.op for v in state.violations],
+        "violation_line": state.violations[0].line if state.violations else None,
+        "foreign_streams": state.foreign_streams,
+        "pool": pool_size,
+        "l2_bytes": l2,
+        "output": {"shape": list(outputs[0].shape) if outputs else [],
+                   "dtype": str(outputs[0].dtype).replace("torch.", "") if outputs else ""},
+    }
+    return reply, TimedRun(recipes, pool, outputs)
+
+
+def rows_of(runner, run: TimedRun, header: dict[str, Any]):
+    """The rows the checker picked: outputs of timed calls, and inputs still in the pool."""
+    out = []
+    for call_index, row in header.get("outputs", []):
+        out.append(runner.to_host(run.outputs[int(call_index)][int(row)]))
+    n = len(run.outputs)
+    for call_index, j, row in header.get("inputs", []):
+        slot = int(call_index) % len(run.pool)
+        if not n - len(run.pool) <= int(call_index) < n:
+            raise ValueError("that call's inputs are no longer in the pool")
+        out.append(runner.to_host(run.pool[slot][int(j)][int(row)]))
+    return out

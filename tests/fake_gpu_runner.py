@@ -1,0 +1,83 @@
+"""A stand-in for the runner on a GPU: right answers, and timings that may lie.
+
+Used by tests/test_performance.py to show that the checker judges the timed run's
+figures and rows itself. It computes the softmax in numpy (so the checks pass) and
+answers the ``perf``/``perf_rows`` ops; MODE (argv[1]) picks the lie.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.environ["GRADERS_REPO"])
+
+import numpy as np  # noqa: E402
+
+from graders import perfinputs, protocol  # noqa: E402
+from graders.arrays import from_f64  # noqa: E402
+from graders.casekit import softmax64  # noqa: E402
+from graders.perfinputs import InputRecipe  # noqa: E402
+
+COPY_MS = 0.100  # the copy of the same bytes takes 100 µs in every mode
+
+
+def main():
+    mode = sys.argv[1]
+    fds = sys.argv[sys.argv.index("--fds") + 1]
+    inbox, outbox = protocol.open_pair(*(int(x) for x in fds.split(",")))
+    timed = None
+    while True:
+        try:
+            msg = protocol.receive(inbox)
+        except EOFError:
+            return
+        h, op = msg.header, msg.header["op"]
+        if op == "hello":
+            protocol.send(outbox, {"ok": True, "device": "cuda", "device_name": "Fake GPU"})
+        elif op == "known_answer":
+            x = msg.arrays[0].to_f64()
+            m = x.max(axis=1)
+            lse = m + np.log(np.exp(x - m[:, None]).sum(axis=1))
+            protocol.send(outbox, {"ok": True}, [from_f64(lse, "float32")])
+        elif op == "load":
+            protocol.send(outbox, {"ok": True, "attributes": {}})
+        elif op == "call":
+            x = msg.arrays[0]
+            y = from_f64(softmax64(x.to_f64()), x.dtype)
+            if mode == "fails_checks":  # a probability row that is not the softmax
+                y = from_f64(np.full(x.shape, 1.0 / x.shape[1]), x.dtype)
+            protocol.send(outbox, {"ok": True, "outputs": 1, "launches": 1}, [y, x])
+        elif op == "perf":
+            assert mode != "fails_checks", "a submission that failed a check was timed"
+            timed = h
+            reps = 12
+            ms = {"too_fast": 0.080, "honest": 0.125}.get(mode, 0.125)
+            times = [ms * (1 + 0.001 * (i % 3)) for i in range(reps)]
+            recipes = [InputRecipe.from_json(d) for d in h["inputs"]]
+            moved = sum(r.nbytes for r in recipes) + recipes[0].nbytes
+            protocol.send(outbox, {
+                "ok": True, "reps": reps, "ms": times, "copy_ms": [COPY_MS] * reps,
+                "copy_bytes": moved, "launches": [1] * reps, "pool": 2,
+                "violations": ["aten._softmax"] if mode == "torch_when_timed" else [],
+                "foreign_streams": 1 if mode == "side_stream" else 0})
+        elif op == "perf_rows":
+            recipe = InputRecipe.from_json(timed["inputs"][0])
+            seed = int(timed["seed"])
+            rows = []
+            for call, row in h["outputs"]:
+                if mode == "replay":
+                    call = 0  # every timed call answered with the first call's output
+                x = perfinputs.host_rows(recipe, perfinputs.call_seed(seed, call, 0), [row])
+                y = softmax64(x.to_f64())
+                rows.append(from_f64(y[0], recipe.dtype))
+            for call, j, row in h["inputs"]:
+                x = perfinputs.host_rows(recipe, perfinputs.call_seed(seed, call, j), [row])
+                data = x.data[0].copy()
+                if mode == "mutates_input":
+                    data[:] = 0
+                rows.append(type(x)(data, x.dtype))
+            protocol.send(outbox, {"ok": True, "rows": len(rows)}, rows)
+        elif op == "bye":
+            return
+
+
+main()

@@ -1,0 +1,116 @@
+"""The trusted side of timing, against a fake GPU runner that may lie (no GPU needed).
+
+The real timing loop runs on the H200 (tests/test_gpu.py); here the checker's judging
+is exercised: figures above the copy ceiling, replayed outputs, mutated inputs, work
+on a side stream and torch math in a timed call are all refused, and an honest run's
+points are the geometric mean of its fractions, gated by correctness.
+"""
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from graders.checker import grade
+from graders.perfinputs import InputRecipe
+from graders.registry import get_exercise
+from graders.sandbox import Limits
+from graders.spec import PerfShape, PerformanceSpec
+from graders.vocabulary import Device, Verdict
+from test_grading import GOOD
+
+
+class FakeGpuLauncher:
+    sandboxed = False
+    gpu_index = None
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.limits = Limits()
+
+    def command(self, job):
+        fds = f"{job.fds[0]},{job.fds[1]}"
+        return ([sys.executable, str(Path(__file__).with_name("fake_gpu_runner.py")), self.mode,
+                 "--fds", fds], dict(job.env, GRADERS_REPO=str(REPO)))
+
+
+def small_exercise():
+    """safe_softmax with one small check and two small timed shapes: the judging is the
+    same, the fake runner's numpy softmax stays quick."""
+    spec = get_exercise("safe_softmax")
+    check = next(c for c in spec.checks if c.name == "random_rows")
+    params = dict(check.params)
+    params[Device.CUDA] = {"shapes": [[8, 64]], "dtypes": ["float32", "bfloat16"]}
+    check = dataclasses.replace(check, points=100.0, params=params)
+    shapes = tuple(PerfShape("softmax", (InputRecipe("x", "uniform", r, c, d),), ("@x",), {},
+                             f"{r}×{c} {d}") for r, c, d in [(64, 512, "float32"),
+                                                             (32, 1000, "bfloat16")])
+    return dataclasses.replace(spec, checks=(check,),
+                               performance=PerformanceSpec(points=100.0, shapes=shapes))
+
+
+def grade_with(mode, tmp_path, exercise=None):
+    path = tmp_path / "submission.py"
+    path.write_text(GOOD)
+    return grade(exercise or small_exercise(), path, Device.CUDA,
+                 launcher=FakeGpuLauncher(mode), timeout_s=60)
+
+
+def test_an_honest_run_scores_the_geometric_mean_of_its_fractions(tmp_path):
+    result = grade_with("honest", tmp_path)
+    assert result.verdict is Verdict.PASSED, result.message
+    perf = result.performance
+    assert [s["label"] for s in perf["shapes"]] == ["64×512 float32", "32×1000 bfloat16"]
+    for s in perf["shapes"]:
+        # 0.125 ms against a 0.100 ms copy of the same bytes: 80 % of copy
+        assert s["fraction"] == pytest.approx(0.8, abs=0.002)
+        assert s["bytes"] == 2 * s["rows"] * s["cols"] * (4 if s["dtype"] == "float32" else 2)
+        assert s["gbs"] == pytest.approx(s["bytes"] / (s["ms"] * 1e6), rel=1e-3)
+        assert s["reps"] == 12 and 0 <= s["spread"] < 0.01
+    assert perf["fraction_of_copy"] == pytest.approx(0.8, abs=0.002)
+    assert perf["points"] == pytest.approx(80, abs=0.2)
+    assert result.max_score == 200 and result.score == pytest.approx(180, abs=0.2)
+    assert result.flag is None
+
+
+def test_a_time_faster_than_copying_the_bytes_is_rejected_and_flagged(tmp_path):
+    result = grade_with("too_fast", tmp_path)
+    assert result.verdict is Verdict.REJECTED
+    assert "1.25× the" in result.message and "not believed" in result.message
+    assert result.flag and result.score == 0
+
+
+@pytest.mark.parametrize("mode, words, flagged", [
+    ("replay", "output of timed call", True),
+    ("mutates_input", "changed its input", True),
+    ("side_stream", "side stream", True),
+    ("torch_when_timed", "torch computed part of the result (aten._softmax)", False),
+])
+def test_a_timed_run_that_cheats_is_rejected(tmp_path, mode, words, flagged):
+    result = grade_with(mode, tmp_path)
+    assert result.verdict is Verdict.REJECTED, result.message
+    assert words in result.message
+    assert bool(result.flag) is flagged
+
+
+def test_correctness_gates_performance(tmp_path):
+    result = grade_with("fails_checks", tmp_path)
+    assert result.verdict is Verdict.FAILED
+    assert result.performance["points"] == 0 and "correctness gates" in result.performance["skipped"]
+    assert result.score == 0 and result.max_score == 200
+
+
+def test_the_graded_shapes_are_the_issues(tmp_path):
+    labels = {name: [s.label for s in get_exercise(name).performance.shapes]
+              for name in ("safe_softmax", "masked_softmax", "online_softmax")}
+    assert labels["safe_softmax"] == [f"{s} {d}" for d in ("float32", "bfloat16") for s in
+                                      ("4096×4096", "32768×1024", "65536×256", "1024×32768")]
+    assert labels["masked_softmax"] == ["4096×4096 float32 causal",
+                                        "16384×1024 float32 padding mask"]
+    assert labels["online_softmax"] == ["256×262144 float32", "64×1048576 float32"]
+    mask = get_exercise("masked_softmax").performance.shapes[1]
+    assert mask.bytes_moved == 3 * 16384 * 1024 * 4  # x read, mask read, y written
+    assert math.isclose(get_exercise("online_softmax").performance.points, 100)
