@@ -78,8 +78,7 @@ class Runner:
         self.torch, self.triton, self.guard = torch, triton, guard
         # the timer's parts, taken before any submission code runs (graders.runner.timing)
         self.clock = (torch.cuda.Event, torch.cuda.Event.record, torch.cuda.Event.elapsed_time,
-                      torch.Tensor.copy_,
-                      torch.Tensor.zero_)
+                      torch.Tensor.copy_, torch.Tensor.zero_, torch.cuda._sleep)
 
     def hello(self) -> dict[str, Any]:
         torch = self.torch
