@@ -48,8 +48,9 @@ class PerfShape:
     """One graded GPU shape: a call of an entry point on inputs made from a seed.
 
     ``args``/``kwargs`` hold literals and ``"@name"`` references to ``inputs``; the output
-    is shaped like the first input. Bytes moved = every input read once + the output
-    written once, the least any implementation must move.
+    is shaped like the first input. Bytes moved = the least any implementation must move:
+    every input read once + the output written once, unless the spec gives ``bytes``
+    (a causal mask means the masked half of x need not be read at all).
     """
 
     fn: str
@@ -57,9 +58,12 @@ class PerfShape:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     label: str
+    min_bytes: int | None = None
 
     @property
     def bytes_moved(self) -> int:
+        if self.min_bytes is not None:
+            return self.min_bytes
         return sum(r.nbytes for r in self.inputs) + self.inputs[0].nbytes
 
     @property
@@ -149,7 +153,10 @@ def _load_performance(raw: dict[str, Any], entry_points: list[str], where: str
                 raise SpecError(f"{swhere}: {value} names no input")
         first = recipes[0]
         label = item.get("label", f"{first.rows}×{first.cols} {first.dtype}")
-        shapes.append(PerfShape(fn, tuple(recipes), args, kwargs, str(label)))
+        min_bytes = item.get("bytes")
+        if min_bytes is not None and (not isinstance(min_bytes, int) or min_bytes <= 0):
+            raise SpecError(f"{swhere}: bytes should be a positive integer")
+        shapes.append(PerfShape(fn, tuple(recipes), args, kwargs, str(label), min_bytes))
     return PerformanceSpec(points=float(perf.get("points", 100)), shapes=tuple(shapes))
 
 

@@ -54,7 +54,7 @@ class _InProcess:
 
 
 def time_in_process(torch, fn, shape: PerfShape, seed: int = 1) -> dict:
-    from ..performance import _decode_value
+    from ..performance import TIMING, _decode_value
     from ..runner import timing
     from ..runner.main import _decode
 
@@ -62,14 +62,15 @@ def time_in_process(torch, fn, shape: PerfShape, seed: int = 1) -> dict:
     header = {"fn": shape.fn, "seed": seed, "inputs": [r.to_json() for r in shape.inputs],
               "args": [_decode_value(v, names) for v in shape.args],
               "kwargs": {k: _decode_value(v, names) for k, v in shape.kwargs.items()},
-              "min_reps": 10, "max_reps": 40, "target_spread": 0.02, "budget_s": 4.0}
+              "bytes": shape.bytes_moved, **TIMING}
     reply, run = timing.measure(_InProcess(torch, shape.fn, fn), header, _decode, guarded=False)
     del run
     torch.cuda.empty_cache()
     ms, copy_ms = statistics.median(reply["ms"]), statistics.median(reply["copy_ms"])
     gbs = shape.bytes_moved / ms / 1e6
     copy_gbs = reply["copy_bytes"] / copy_ms / 1e6
-    return {"ms": ms, "gbs": gbs, "copy_gbs": copy_gbs, "fraction": gbs / copy_gbs,
+    fraction = statistics.median(c / t for c, t in zip(reply["copy_ms"], reply["ms"]))
+    return {"ms": ms, "gbs": gbs, "copy_gbs": copy_gbs, "fraction": fraction,
             "spread": timing.interquartile_spread(reply["ms"])}
 
 
