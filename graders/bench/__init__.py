@@ -41,6 +41,9 @@ PUBLIC_PEERS = {
 }
 
 
+NOTES_MARKER = "<!-- notes: kept by `graders bench` -->"
+
+
 class _InProcess:
     """Just enough of a runner for graders.runner.timing to time trusted code here."""
 
@@ -110,9 +113,8 @@ def run_bench(out: Path | None, repeat: int, gpu_index: int, sandbox: bool,
           f"{datetime.date.today().isoformat()}; torch {torch.__version__}, triton "
           f"{triton.__version__}, CUDA {torch.version.cuda}, Python {sys.version.split()[0]}.\n"]
     from ..performance import METHOD
-    md.append(f"Method: {METHOD}. GB/s = bytes the algorithm must move ÷ median time; "
-              "fraction = GB/s ÷ the copy's GB/s in the same run. Spread = interquartile range "
-              "÷ median of the per-call times.\n")
+    md.append(f"Method ({'docs/timing.md'}): {METHOD}. GB/s = those bytes ÷ the median time. "
+              "Spread = interquartile range ÷ median of the per-call times.\n")
     latencies: list[float] = []
 
     from .. import gpuinfo
@@ -121,9 +123,14 @@ def run_bench(out: Path | None, repeat: int, gpu_index: int, sandbox: bool,
         md.append("Clocks at the start (nvidia-smi, MHz / W / °C): " +
                   ", ".join(f"{k} {v}" for k, v in clocks.items()) + ".\n")
 
+    # a hand-written part after NOTES_MARKER in an existing file survives a new run
+    notes = ""
+    if out and out.exists() and NOTES_MARKER in out.read_text():
+        notes = out.read_text().split(NOTES_MARKER, 1)[1]
+
     def save() -> None:
         if out:
-            out.write_text("\n".join(md) + "\n")
+            out.write_text("\n".join(md) + "\n" + (NOTES_MARKER + notes if notes else ""))
 
     repeats = max(1, repeat)  # the first timed exercise is graded this often
     # the exercise with the most graded shapes first: it is the one graded `repeat` times
