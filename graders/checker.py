@@ -9,6 +9,7 @@ must come back unchanged, at least one Triton kernel must have launched.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import inspect
 import secrets
@@ -30,7 +31,7 @@ from .launch import CloseReport, Launcher, RunnerProcess, start_runner
 from .sandbox import Limits, default_launcher
 from .results import CheckResult, GradeResult
 from .spec import CheckSpec, ExerciseSpec, SpecError
-from .vocabulary import Device, Verdict
+from .vocabulary import Device, Language, Verdict
 
 KNOWN_ANSWER_RTOL = 1e-5
 
@@ -176,6 +177,8 @@ class Grader:
         self.exercise = exercise
         self.time_it = performance  # False: correctness only (selftest, many jobs on one GPU)
         self.submission = submission.resolve()
+        self.language = Language.from_filename(self.submission.name) or Language.TRITON
+        self.checks = applicable_checks(exercise, self.language)
         self.device = resolve_device(device)
         # the sandbox by default; raises SandboxUnavailable where bwrap is missing
         self.launcher = launcher or default_launcher(sandbox=True)
@@ -188,7 +191,7 @@ class Grader:
 
     def grade(self) -> GradeResult:
         started = time.monotonic()
-        result = GradeResult(exercise=self.exercise.name, language="triton",
+        result = GradeResult(exercise=self.exercise.name, language=self.language.value,
                              device=self.device.value, verdict=Verdict.GRADER_ERROR, score=0.0,
                              sandboxed=self.launcher.sandboxed)
         try:
@@ -220,6 +223,8 @@ class Grader:
             result.score = round(sum(c.points for c in result.checks), 2)
             if result.performance and "points" in result.performance:
                 result.score = round(result.score + result.performance["points"], 2)
+        if result.verdict is Verdict.COMPILED:
+            result.score = 0.0
         if result.device == Device.CUDA.value and self.exercise.performance and self.time_it:
             result.max_score = 100 + self.exercise.performance.points
         return result
@@ -233,12 +238,31 @@ class Grader:
         device = Device(result.device)
         self._known_answer(session)
 
-        loaded = session.request({"op": "load", "entry_points": list(self.exercise.entry_points),
-                                  "attributes": list(self.exercise.attributes)},
-                                 during="while importing your file")
+        if self.language is Language.HIP:
+            hip = self.exercise.hip
+            if hip is None or "hip" not in self.exercise.languages:
+                raise RunStopped(Verdict.COMPILE_ERROR,
+                                 f"{self.exercise.name} takes {', '.join(self.exercise.languages)}"
+                                 ", not HIP")
+            load = {"op": "load", "entry_points": list(hip.kernels), "attributes": [],
+                    "hip": {"block": hip.block, "kernels": hip.kernels}}
+        else:
+            load = {"op": "load", "entry_points": list(self.exercise.entry_points),
+                    "attributes": list(self.exercise.attributes)}
+        loaded = session.request(load, during="while compiling your file"
+                                 if self.language is Language.HIP else "while importing your file")
         attributes = loaded.header.get("attributes", {})
+        if loaded.header.get("compiled_only"):
+            warnings = loaded.header.get("warnings") or []
+            result.verdict = Verdict.COMPILED
+            result.device_name = "no GPU: NVRTC compile only"
+            result.message = ("it compiles (NVRTC, compute_90); without a GPU nothing was run, "
+                              "so no check was made" + "".join(
+                                  f"\nwarning, line {w.get('line')}: {w.get('message')}"
+                                  for w in warnings[:20] if isinstance(w, dict)))
+            return
 
-        for check in self.exercise.checks:
+        for check in self.checks:
             result.checks.append(self._run_check(session, checks_module, check, device, attributes))
         failed = [c for c in result.checks if not c.passed]
         result.verdict = Verdict.FAILED if failed else Verdict.PASSED
@@ -253,11 +277,18 @@ class Grader:
         spec = self.exercise.performance
         if spec is None or device is not Device.CUDA or not self.time_it:
             return
+        if self.language is Language.HIP:  # HIP takes float32 only
+            hip_dtypes = self.exercise.hip.dtypes
+            shapes = tuple(s for s in spec.shapes if all(r.dtype in hip_dtypes for r in s.inputs))
+            if not shapes:
+                return
+            spec = dataclasses.replace(spec, shapes=shapes)
         if failed:
             result.performance = {"skipped": "a check failed, and correctness gates performance",
                                   "points": 0.0, "max_points": spec.points}
             return
-        run = PerformanceRun(self.exercise, checks_module, session, self.rng("performance"),
+        run = PerformanceRun(dataclasses.replace(self.exercise, performance=spec), checks_module,
+                             session, self.rng("performance"),
                              getattr(self.launcher, "gpu_index", None))
         try:
             result.performance = run.run()
@@ -345,10 +376,38 @@ class Grader:
 
     def _mark_unrun(self, result: GradeResult) -> None:
         done = {c.name for c in result.checks}
-        for check in self.exercise.checks:
+        for check in self.checks:
             if check.name not in done:
                 result.checks.append(CheckResult(check.name, False, f"not run: {result.verdict.value}",
                                                  0.0, check.points, ran=False))
+
+
+def applicable_checks(exercise: ExerciseSpec, language: Language) -> list[CheckSpec]:
+    """The checks a submission in ``language`` is graded on, their points scaled to 100.
+
+    A check may name its languages (``combine`` and ``ANSWERS`` are Python); for HIP the
+    dtypes of a check are cut to the HIP contract's, and a check left with none is not
+    one HIP is graded on (float16 overflow, for one).
+    """
+    checks = []
+    for check in exercise.checks:
+        if check.languages is not None and language.value not in check.languages:
+            continue
+        if language is Language.HIP and exercise.hip is not None:
+            params = {}
+            for device, p in check.params.items():
+                p = dict(p)
+                if "dtypes" in p:
+                    p["dtypes"] = [d for d in p["dtypes"] if d in exercise.hip.dtypes]
+                params[device] = p
+            if any("dtypes" in p and not p["dtypes"] for p in params.values()):
+                continue
+            check = dataclasses.replace(check, params=params)
+        checks.append(check)
+    total = sum(c.points for c in checks)
+    if checks and abs(total - 100) > 1e-9:
+        checks = [dataclasses.replace(c, points=round(c.points * 100 / total, 6)) for c in checks]
+    return checks
 
 
 def grade(exercise: ExerciseSpec, submission: Path, device: Device = Device.AUTO, **kwargs

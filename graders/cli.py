@@ -18,7 +18,7 @@ from .report import render
 from .sandbox import SandboxUnavailable
 from .slots import Slot
 from .spec import SpecError
-from .vocabulary import Device, Verdict
+from .vocabulary import Device, Language, Verdict
 
 EXIT_PASSED, EXIT_NOT_PASSED, EXIT_USAGE = 0, 1, 2
 
@@ -125,8 +125,14 @@ def _grade(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         print(f"error: {args.file} is not a file", file=sys.stderr)
         return EXIT_USAGE
-    if args.file.suffix != ".py":
-        print(f"error: {args.file}: a Triton submission is one .py file", file=sys.stderr)
+    language = Language.from_filename(args.file.name)
+    if language is None:
+        print(f"error: {args.file}: a submission is one .py file (Triton) or one .hip/.cpp "
+              "file (HIP)", file=sys.stderr)
+        return EXIT_USAGE
+    if language.value not in exercise.languages:
+        print(f"error: {exercise.name} takes {', '.join(exercise.languages)}, not "
+              f"{language.value}", file=sys.stderr)
         return EXIT_USAGE
     slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)

@@ -20,7 +20,7 @@ def render(result: GradeResult) -> str:
         width = max(len(c.name) for c in result.checks)
         for c in result.checks:
             mark = "PASS" if c.passed else ("----" if not c.ran else "FAIL")
-            lines.append(f"  {mark}  {c.name:<{width}}  {c.points:g}/{c.max_points:g}")
+            lines.append(f"  {mark}  {c.name:<{width}}  {c.points:.4g}/{c.max_points:.4g}")
             if not c.passed and c.ran:
                 lines.append(f"        {c.message}")
                 if c.dump and "columns" in c.dump:

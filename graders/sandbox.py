@@ -29,7 +29,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 SANDBOX_ROOT = "/grader"  # the graders package, read-only
-SANDBOX_SUBMISSION = "/sandbox/submission.py"
+SANDBOX_SUBMISSION = "/sandbox/submission"  # + the file's own suffix: .py, .hip or .cpp
 SANDBOX_TMP = "/tmp"
 
 INSTALL_HINT = (
@@ -147,7 +147,7 @@ class BwrapLauncher:
                 "--ro-bind", str(Path(job.workdir) / "passwd"), "/etc/passwd",
                 "--ro-bind", str(Path(job.workdir) / "group"), "/etc/group",
                 "--ro-bind", str(REPO_ROOT / "graders"), f"{SANDBOX_ROOT}/graders",
-                "--ro-bind", str(job.submission), SANDBOX_SUBMISSION,
+                "--ro-bind", str(job.submission), SANDBOX_SUBMISSION + job.submission.suffix,
                 "--chdir", SANDBOX_TMP]
         env = dict(job.env, HOME=SANDBOX_TMP, TMPDIR=SANDBOX_TMP,
                    TRITON_CACHE_DIR=f"{SANDBOX_TMP}/.triton")
@@ -156,7 +156,7 @@ class BwrapLauncher:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
-        return args + job.runner_argv(SANDBOX_ROOT, SANDBOX_SUBMISSION), env
+        return args + job.runner_argv(SANDBOX_ROOT, SANDBOX_SUBMISSION + job.submission.suffix), env
 
 
 class DirectLauncher:

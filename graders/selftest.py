@@ -25,7 +25,8 @@ from .sandbox import default_launcher
 from .spec import ExerciseSpec
 from .vocabulary import Device, Verdict
 
-_EXPECT = re.compile(r"^#\s*expect:\s*([a-z_]+)\s*(?:[—-]+\s*(.*))?$")
+_EXPECT = re.compile(r"^(?:#|//)\s*expect:\s*([a-z_]+)\s*(?:[—-]+\s*(.*))?$")
+SUBMISSION_SUFFIXES = (".py", ".hip", ".cpp")
 
 
 @dataclass
@@ -54,11 +55,12 @@ def collect(only: list[str] | None = None) -> list[Case]:
         if only and name not in only:
             continue
         folder = references_root() / name
-        refs = sorted(folder.glob("*.py"))
+        refs = sorted(p for p in folder.iterdir() if p.suffix in SUBMISSION_SUFFIXES)
         if not refs:
             raise ValueError(f"exercise {name} has no reference solution under {folder}")
         cases += [Case(exercise, p, "passed") for p in refs]
-        for path in sorted((folder / "mutants").glob("*.py")):
+        for path in sorted(p for p in (folder / "mutants").iterdir()
+                           if p.suffix in SUBMISSION_SUFFIXES):
             expect, why = read_expectation(path)
             known = {c.name for c in exercise.checks} | {v.value for v in Verdict}
             if expect not in known:
@@ -69,6 +71,9 @@ def collect(only: list[str] | None = None) -> list[Case]:
 
 def judge(case: Case, result: GradeResult) -> bool:
     failed = {c.name for c in result.checks if c.ran and not c.passed}
+    if case.path.suffix != ".py" and result.device == Device.CPU.value:
+        # HIP without a GPU is compile-only: every reference and mutant must compile
+        return result.verdict is Verdict.COMPILED
     if case.expect == "passed":
         return result.verdict is Verdict.PASSED
     if case.expect in {v.value for v in Verdict}:

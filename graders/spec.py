@@ -38,6 +38,7 @@ class CheckSpec:
     description: str
     hints: dict[str, str]  # symptom -> what to fix, in the course's words
     params: dict[Device, dict[str, Any]]  # per device: shapes, dtypes, ...
+    languages: tuple[str, ...] | None = None  # None: every language the exercise takes
 
     def hint(self, symptom: str) -> str:
         return self.hints.get(symptom) or self.hints.get("default", "")
@@ -86,6 +87,15 @@ class PerformanceSpec:
 
 
 @dataclass(frozen=True)
+class HipSpec:
+    """How HIP kernels stand in for the entry points (graders/hip/launch.py reads it)."""
+
+    block: int
+    dtypes: tuple[str, ...]
+    kernels: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class ExerciseSpec:
     name: str
     folder: Path
@@ -99,6 +109,7 @@ class ExerciseSpec:
     deadline: str | None = None
     languages: tuple[str, ...] = ("triton",)
     performance: PerformanceSpec | None = None
+    hip: HipSpec | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,7 +121,7 @@ class ExerciseSpec:
         return self.folder / "checks.py"
 
     def skeleton_path(self, language: str) -> Path | None:
-        suffix = {"triton": "py"}.get(language)
+        suffix = {"triton": "py", "hip": "hip"}.get(language)
         path = self.folder / f"skeleton.{suffix}"
         return path if suffix and path.exists() else None
 
@@ -160,6 +171,20 @@ def _load_performance(raw: dict[str, Any], entry_points: list[str], where: str
     return PerformanceSpec(points=float(perf.get("points", 100)), shapes=tuple(shapes))
 
 
+def _load_hip(raw: dict[str, Any], where: str) -> HipSpec | None:
+    if "hip" not in raw:
+        return None
+    hip = _require(raw, "hip", dict, where)
+    kernels = {}
+    for name, k in _require(hip, "kernels", dict, f"{where}: hip").items():
+        kwhere = f"{where}: hip.kernels.{name}"
+        for key in ("params", "kernel", "outputs"):
+            _require(k, key, list if key != "outputs" else dict, kwhere)
+        kernels[name] = dict(k)
+    return HipSpec(block=int(hip.get("block", 256)),
+                   dtypes=tuple(hip.get("dtypes", ["float32"])), kernels=kernels)
+
+
 def load_spec(folder: Path) -> ExerciseSpec:
     path = folder / "spec.toml"
     where = str(path)
@@ -190,6 +215,7 @@ def load_spec(folder: Path) -> ExerciseSpec:
                 description=_require(c, "description", str, cwhere),
                 hints=dict(c.get("hints", {})),
                 params=params,
+                languages=tuple(c["languages"]) if "languages" in c else None,
             )
         )
     names = [c.name for c in checks]
@@ -217,7 +243,8 @@ def load_spec(folder: Path) -> ExerciseSpec:
         deadline=raw.get("deadline"),
         languages=tuple(raw.get("languages", ["triton"])),
         performance=_load_performance(raw, entry_points, where),
+        hip=_load_hip(raw, where),
         extra={k: v for k, v in raw.items() if k not in {
             "title", "summary", "entry_points", "attributes", "checks", "tolerance", "limits",
-            "deadline", "languages", "performance"}},
+            "deadline", "languages", "performance", "hip"}},
     )

@@ -12,6 +12,7 @@ class Verdict(str, enum.Enum):
     FAILED = "failed"  # a check failed
     REJECTED = "rejected"  # policy: torch ops computing the result, no kernel launched, cheating
     COMPILE_ERROR = "compile_error"  # does not import or compile (syntax, missing function)
+    COMPILED = "compiled"  # HIP without a GPU: it compiles; nothing was run
     RUNTIME_ERROR = "runtime_error"  # raised or crashed while running
     TIMEOUT = "timeout"
     MEMORY_LIMIT = "memory_limit"
@@ -31,9 +32,10 @@ class Device(str, enum.Enum):
 
 
 class Language(str, enum.Enum):
-    TRITON = "triton"
+    TRITON = "triton"  # one .py file, Triton kernels
+    HIP = "hip"  # one .hip or .cpp file, device code only
 
     @classmethod
     def from_filename(cls, filename: str) -> "Language | None":
         suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
-        return {"py": cls.TRITON}.get(suffix)
+        return {"py": cls.TRITON, "hip": cls.HIP, "cpp": cls.HIP}.get(suffix)

@@ -135,7 +135,6 @@ def test_privacy(database_url):
 @pytest.mark.parametrize("case, status, words", [
     ({"exercise": "nope"}, 422, "unknown exercise"),
     ({"filename": "k.cu"}, 422, "cannot tell the language"),
-    ({"filename": "k.hip"}, 422, "accepts triton"),
     ({"source": "x" * (64 * 1024 + 1)}, 413, "limit is 65536"),
     ({"source": b"\xff\xfe bad"}, 422, "not UTF-8"),
     ({"source": "   "}, 422, "empty"),
@@ -147,6 +146,18 @@ def test_validation(database_url, case, status, words):
                    exercise=case.get("exercise", "safe_softmax"),
                    filename=case.get("filename", "k.py"))
         assert r.status_code == status and words in r.json()["detail"], r.text
+
+
+def test_hip_files_are_taken_and_unknown_languages_refused(database_url):
+    with running(database_url) as client:
+        token = add_students(client, "ada")["ada"]
+        r = submit(client, token, source="// fake: passed 100\n", filename="k.hip")
+        assert r.status_code == 202
+        body = client.get(f"/api/submissions/{r.json()['id']}", headers=auth(token)).json()
+        assert body["language"] == "hip"
+        r = client.post("/api/submissions", headers=auth(token),
+                        json={"exercise": "safe_softmax", "language": "cuda", "source": "x"})
+        assert r.status_code == 422 and "accepts triton, hip, not 'cuda'" in r.json()["detail"]
 
 
 def test_json_needs_its_fields_and_content_type(database_url):

@@ -126,7 +126,10 @@ class Runner:
             self.torch.cuda.synchronize()
         return {"ok": True}, [self.to_host(out)]
 
-    def load(self, entry_points: list[str], attributes: list[str]) -> dict[str, Any]:
+    def load(self, entry_points: list[str], attributes: list[str],
+             hip: dict | None = None) -> dict[str, Any]:
+        if self.submission.endswith((".hip", ".cpp")):
+            return self.load_hip(entry_points, hip or {})
         spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.submission)
         module = importlib.util.module_from_spec(spec)
         sys.modules[SUBMISSION_MODULE] = module
@@ -150,6 +153,45 @@ class Runner:
                 return _error("compile_error", f"`{name}` must hold plain numbers and strings", None)
         self.module = module
         return {"ok": True, "attributes": found}
+
+    def load_hip(self, entry_points: list[str], hip: dict) -> dict[str, Any]:
+        """Compile the HIP file: on a GPU into callable entry points, else only to PTX."""
+        from ..hip import source as hip_source
+
+        try:
+            with open(self.submission, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            return _error("compile_error", f"cannot read your file: {exc}", None)
+        filename = os.path.basename(self.submission)
+        if self.device != "cuda":
+            from ..hip.nvrtc import compile_source
+
+            result = compile_source(text, filename)
+            first = hip_source.first_error(result.diagnostics)
+            if not result.ok:
+                return _error("compile_error", "HIP compile error: " + (
+                    first.message if first else result.log[:500]), first.line if first else None,
+                    result.log[-4000:])
+            warnings = [{"line": d.line, "message": d.message} for d in result.diagnostics
+                        if d.severity == "warning"]
+            return {"ok": True, "attributes": {}, "compiled_only": True, "warnings": warnings}
+        from ..hip.launch import HipCompileError, load_kernels
+
+        def count_launch() -> None:
+            if self.guard._active:
+                self.guard._active[-1].launches += 1
+
+        try:
+            kernels = {k: v for k, v in hip.get("kernels", {}).items() if k in entry_points}
+            functions = load_kernels(self.torch, text, filename, kernels,
+                                     int(hip.get("block", 256)), count_launch)
+        except HipCompileError as exc:
+            return _error("compile_error", exc.message, exc.line, exc.log[-4000:])
+        self.module = type(sys)("submission")
+        for name, fn in functions.items():
+            setattr(self.module, name, fn)
+        return {"ok": True, "attributes": {}}
 
     def call(self, header: dict, arrays: list[HostArray]) -> tuple[dict, list[HostArray]]:
         torch = self.torch
@@ -312,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             except BaseException as exc:  # noqa: BLE001
                 reply = _error("grader_error", f"known-answer kernel failed: {_describe(exc)}", None)
         elif op == "load":
-            reply = runner.load(msg.header["entry_points"], msg.header.get("attributes", []))
+            reply = runner.load(msg.header["entry_points"], msg.header.get("attributes", []),
+                                msg.header.get("hip"))
         elif op == "call":
             reply, arrays = runner.call(msg.header, msg.arrays)
         elif op == "perf":
