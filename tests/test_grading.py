@@ -203,13 +203,13 @@ class FakeRunnerLauncher:
     sandboxed = False
     gpu_index = None
 
-    def __init__(self, mode: str):
-        self.mode = mode
+    def __init__(self, mode: str, script: str = "fake_runner.py"):
+        self.mode, self.script = mode, script
         self.limits = Limits()
 
     def command(self, job):
         fds = f"{job.fds[0]},{job.fds[1]}"
-        return ([sys.executable, str(Path(__file__).with_name("fake_runner.py")), self.mode,
+        return ([sys.executable, str(Path(__file__).with_name(self.script)), self.mode,
                  "--fds", fds], dict(job.env, GRADERS_REPO=str(REPO)))
 
 

@@ -8,33 +8,20 @@ points are the geometric mean of its fractions, gated by correctness.
 
 import dataclasses
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from graders.checker import grade
 from graders.perfinputs import InputRecipe
 from graders.registry import get_exercise
-from graders.sandbox import Limits
 from graders.spec import PerfShape, PerformanceSpec
 from graders.vocabulary import Device, Verdict
-from test_grading import GOOD
+from test_grading import GOOD, FakeRunnerLauncher
 
 
-class FakeGpuLauncher:
-    sandboxed = False
-    gpu_index = None
-
-    def __init__(self, mode: str):
-        self.mode = mode
-        self.limits = Limits()
-
-    def command(self, job):
-        fds = f"{job.fds[0]},{job.fds[1]}"
-        return ([sys.executable, str(Path(__file__).with_name("fake_gpu_runner.py")), self.mode,
-                 "--fds", fds], dict(job.env, GRADERS_REPO=str(REPO)))
+def FakeGpuLauncher(mode):  # noqa: N802 - reads like the class it stands for
+    """tests/fake_gpu_runner.py in place of the runner: right answers, timings that may lie."""
+    return FakeRunnerLauncher(mode, script="fake_gpu_runner.py")
 
 
 def small_exercise():
