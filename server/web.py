@@ -128,7 +128,7 @@ async def submit_page(name: str, request: Request, source: str = Form(""),
                       user: User = Depends(signed_in), db: Session = Depends(get_db)):
     exercise = exercise_or_error(request, name)
     raw: str | bytes = source
-    filename = f"submission{'.py' if language == 'triton' else ''}"
+    filename = f"submission{ {'triton': '.py', 'hip': '.hip'}.get(language, '') }"
     if file is not None and file.filename:
         raw, filename = await file.read(), file.filename
     try:

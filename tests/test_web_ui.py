@@ -138,6 +138,20 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     student.get_by_role("link", name="My submissions").click()
     assert student.locator("main table tbody tr").count() == 2
     shot(student, "my-submissions")
+
+    # HIP: choosing it swaps in the HIP skeleton; without a GPU the verdict is `compiled`
+    student.goto(f"{base}/exercises/safe_softmax")
+    student.get_by_label("Language").select_option("hip")
+    assert '__global__ void softmax(' in student.get_by_label("Your code").input_value()
+    shot(student, "exercise-hip")
+    student.get_by_role("button", name="Submit for grading").click()
+    student.wait_for_url(f"{base}/submissions/*")
+    student.locator("#verdict").wait_for(timeout=180_000)
+    assert student.locator("#verdict").inner_text() == "compiled"
+    assert "without a GPU nothing was run" in student.locator("main").inner_text()
+    assert student.get_by_role("row", name="random_rows").is_visible()  # listed, not run
+    assert "submission.hip · hip" in student.locator("p.meta").first.inner_text()
+    shot(student, "submission-hip-compiled")
     student.get_by_role("link", name="Leaderboards").click()
     student.get_by_role("navigation", name="Exercises").get_by_role("link", name="Safe softmax").click()
     board = student.locator("table.board tbody tr").first

@@ -24,4 +24,21 @@
     if (event.key !== "Shift") escaped = false;
   });
   numbers();
+
+  // Switching language swaps in that language's skeleton, unless the code was edited.
+  const language = document.getElementById("language");
+  const data = document.getElementById("skeletons");
+  if (language && data) {
+    const skeletons = JSON.parse(data.textContent);
+    const source = (lang) => (skeletons[lang] || {}).source || "";
+    let current = language.value;
+    language.addEventListener("change", () => {
+      const untouched = area.value.trim() === "" || area.value === source(current);
+      if (untouched && source(language.value)) {
+        area.value = source(language.value);
+        numbers();
+      }
+      current = language.value;
+    });
+  }
 })();
