@@ -3,7 +3,6 @@ name the student's own line, and the HIP contract grades the float32 checks only
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 

@@ -108,12 +108,12 @@ def run_bench(out: Path | None, repeat: int, gpu_index: int, sandbox: bool,
         return 2
     torch.cuda.set_device(0)
     device = torch.cuda.get_device_name()
-    md = [f"# Benchmarks\n",
+    md = ["# Benchmarks\n",
           f"Measured by `python -m graders bench` on {device}, "
           f"{datetime.date.today().isoformat()}; torch {torch.__version__}, triton "
           f"{triton.__version__}, CUDA {torch.version.cuda}, Python {sys.version.split()[0]}.\n"]
     from ..performance import METHOD
-    md.append(f"Method ({'docs/timing.md'}): {METHOD}. GB/s = those bytes ÷ the median time. "
+    md.append(f"Method (docs/timing.md): {METHOD}. GB/s = those bytes ÷ the median time. "
               "Spread = interquartile range ÷ median of the per-call times.\n")
     latencies: list[float] = []
 
