@@ -223,8 +223,6 @@ class Grader:
             result.score = round(sum(c.points for c in result.checks), 2)
             if result.performance and "points" in result.performance:
                 result.score = round(result.score + result.performance["points"], 2)
-        if result.verdict is Verdict.COMPILED:
-            result.score = 0.0
         if result.device == Device.CUDA.value and self.exercise.performance and self.time_it:
             result.max_score = 100 + self.exercise.performance.points
         return result

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import gpuinfo, perfinputs
 from .judge import compare_rows
+from .runner.timing import interquartile_spread
 from .spec import ExerciseSpec, PerfShape
 
 BELIEVABLE_FRACTION = 1.05
@@ -63,12 +64,6 @@ class ShapeFigures:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
 
 
-def _spread(values: list[float]) -> float:
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    med = statistics.median(values)
-    return (q[2] - q[0]) / med if med > 0 else math.inf
-
-
 def _numbers(values: Any, n: int | None = None) -> list[float]:
     if not isinstance(values, list) or not values or (n is not None and len(values) != n):
         raise PerformanceRejected("the timed run's report does not add up")
@@ -86,6 +81,29 @@ def _decode_value(value: Any, names: dict[str, int]) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return {"f": repr(value)}
     return value
+
+
+def timing_request(shape: PerfShape, seed: int) -> dict[str, Any]:
+    """What the runner needs to time one shape (the ``perf`` op, less its name)."""
+    names = {r.name: i for i, r in enumerate(shape.inputs)}
+    return {"fn": shape.fn, "seed": seed, "inputs": [r.to_json() for r in shape.inputs],
+            "args": [_decode_value(v, names) for v in shape.args],
+            "kwargs": {k: _decode_value(v, names) for k, v in shape.kwargs.items()},
+            "bytes": shape.bytes_moved, **TIMING}
+
+
+def figures(shape: PerfShape, ms: list[float], copy_ms: list[float], copy_bytes: int
+            ) -> ShapeFigures:
+    """A shape's figures from the raw per-call times of it and of the copy beside it."""
+    median, copy_median = statistics.median(ms), statistics.median(copy_ms)
+    # each repetition times the copy and the call back to back: the median of the
+    # per-pair ratios cancels slow drifts (clocks, temperature) that a ratio of two
+    # medians would keep
+    fraction = statistics.median(c / t for c, t in zip(copy_ms, ms))
+    return ShapeFigures(shape.label, shape.fn, shape.rows, shape.cols, shape.dtype,
+                        shape.bytes_moved, median, shape.bytes_moved / median / 1e6,
+                        copy_bytes / copy_median / 1e6, fraction, interquartile_spread(ms),
+                        interquartile_spread(copy_ms), len(ms))
 
 
 class PerformanceRun:
@@ -113,13 +131,8 @@ class PerformanceRun:
         }
 
     def shape(self, shape: PerfShape) -> ShapeFigures:
-        names = {r.name: i for i, r in enumerate(shape.inputs)}
         seed = int(self.rng.integers(0, 2**31))
-        header = {"op": "perf", "fn": shape.fn, "seed": seed,
-                  "inputs": [r.to_json() for r in shape.inputs],
-                  "args": [_decode_value(v, names) for v in shape.args],
-                  "kwargs": {k: _decode_value(v, names) for k, v in shape.kwargs.items()},
-                  "bytes": shape.bytes_moved, **TIMING}
+        header = {"op": "perf", **timing_request(shape, seed)}
         during = f"while timing {shape.fn} at {shape.label}"
         reply = self.session.request(header, during=during).header
         if reply.get("violations"):
@@ -141,23 +154,17 @@ class PerformanceRun:
                                       f"kernel {during}", flag=False)
         self._check_rows(shape, seed, reps, int(reply.get("pool", 0)), during)
 
-        median, copy_median = statistics.median(ms), statistics.median(copy_ms)
-        gbs = shape.bytes_moved / median / 1e6
-        copy_gbs = int(reply.get("copy_bytes", 0)) / copy_median / 1e6
-        if copy_gbs <= 0 or abs(int(reply["copy_bytes"]) - shape.bytes_moved) > 2:
+        copy_bytes = reply.get("copy_bytes")
+        if not isinstance(copy_bytes, int) or abs(copy_bytes - shape.bytes_moved) > 2:
             raise PerformanceRejected(f"the copy beside the timed calls moved the wrong bytes {during}")
-        # each repetition times the copy and the call back to back: the median of the
-        # per-pair ratios cancels slow drifts (clocks, temperature) that a ratio of two
-        # medians would keep
-        fraction = statistics.median(c / t for c, t in zip(copy_ms, ms))
-        if fraction > BELIEVABLE_FRACTION:
+        result = figures(shape, ms, copy_ms, copy_bytes)
+        if result.fraction > BELIEVABLE_FRACTION:
             raise PerformanceRejected(
-                f"{shape.fn} at {shape.label} reported {gbs:.0f} GB/s, {fraction:.2f}× the "
-                f"{copy_gbs:.0f} GB/s of a plain copy of the same bytes measured beside it: "
-                "faster than moving the bytes is impossible, so the timing is not believed")
-        return ShapeFigures(shape.label, shape.fn, shape.rows, shape.cols, shape.dtype,
-                            shape.bytes_moved, median, gbs, copy_gbs, fraction, _spread(ms),
-                            _spread(copy_ms), reps)
+                f"{shape.fn} at {shape.label} reported {result.gbs:.0f} GB/s, "
+                f"{result.fraction:.2f}× the {result.copy_gbs:.0f} GB/s of a plain copy of the "
+                "same bytes measured beside it: faster than moving the bytes is impossible, so "
+                "the timing is not believed")
+        return result
 
     def _check_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str) -> None:
         """One secret row of every timed call's output, and of each input left in the pool."""

@@ -13,6 +13,7 @@ Prints the tables and writes them, with device, date and versions, as markdown.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import importlib.util
 import statistics
@@ -52,29 +53,22 @@ class _InProcess:
 
         self.torch, self.guard, self.submission = torch, guard, "<bench>"
         self.module = SimpleNamespace(**{name: fn})
-        self.clock = (torch.cuda.Event, torch.cuda.Event.record, torch.cuda.Event.elapsed_time,
-                      torch.Tensor.copy_, torch.Tensor.zero_, torch.cuda._sleep)
+        from ..runner.timing import clock
+
+        self.clock = clock(torch)
 
 
 def time_in_process(torch, fn, shape: PerfShape, seed: int = 1) -> dict:
-    from ..performance import TIMING, _decode_value
+    """Trusted code timed here, by the runner's method, judged by the checker's figures."""
+    from ..performance import figures, timing_request
     from ..runner import timing
     from ..runner.main import _decode
 
-    names = {r.name: i for i, r in enumerate(shape.inputs)}
-    header = {"fn": shape.fn, "seed": seed, "inputs": [r.to_json() for r in shape.inputs],
-              "args": [_decode_value(v, names) for v in shape.args],
-              "kwargs": {k: _decode_value(v, names) for k, v in shape.kwargs.items()},
-              "bytes": shape.bytes_moved, **TIMING}
-    reply, run = timing.measure(_InProcess(torch, shape.fn, fn), header, _decode, guarded=False)
+    reply, run = timing.measure(_InProcess(torch, shape.fn, fn), timing_request(shape, seed),
+                                _decode, guarded=False)
     del run
     torch.cuda.empty_cache()
-    ms, copy_ms = statistics.median(reply["ms"]), statistics.median(reply["copy_ms"])
-    gbs = shape.bytes_moved / ms / 1e6
-    copy_gbs = reply["copy_bytes"] / copy_ms / 1e6
-    fraction = statistics.median(c / t for c, t in zip(reply["copy_ms"], reply["ms"]))
-    return {"ms": ms, "gbs": gbs, "copy_gbs": copy_gbs, "fraction": fraction,
-            "spread": timing.interquartile_spread(reply["ms"])}
+    return dataclasses.asdict(figures(shape, reply["ms"], reply["copy_ms"], reply["copy_bytes"]))
 
 
 def _load(path: Path):

@@ -25,6 +25,7 @@ and the rows it asks for, and judges both.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from typing import Any
 
@@ -39,12 +40,18 @@ KEEP_MAX_BYTES = 8 << 30  # cloned outputs kept for the checker's row picks
 
 
 def interquartile_spread(values: list[float]) -> float:
-    s = sorted(values)
-    if len(s) < 4:
+    """(Q3 - Q1) / median: the runner stops on it and the checker reports it."""
+    if len(values) < 4:
         return float("inf")
-    q = lambda p: s[min(len(s) - 1, max(0, round(p * (len(s) - 1))))]  # noqa: E731
-    med = q(0.5)
-    return (q(0.75) - q(0.25)) / med if med > 0 else float("inf")
+    q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return (q3 - q1) / med if med > 0 else float("inf")
+
+
+def clock(torch) -> tuple:
+    """The timer's parts. Taken before any submission code runs, so a submission that
+    patches Event.elapsed_time or Tensor.copy_ patches copies nobody here uses."""
+    return (torch.cuda.Event, torch.cuda.Event.record, torch.cuda.Event.elapsed_time,
+            torch.Tensor.copy_, torch.Tensor.zero_, torch.cuda._sleep)
 
 
 class TimedRun:
@@ -82,8 +89,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
     copy_src = torch.zeros(copy_bytes, dtype=torch.uint8, device="cuda")
     copy_dst = torch.empty_like(copy_src)
     stream = torch.cuda.current_stream()
-    # bound when the runner started, before the submission was imported: a submission
-    # that patches Event.elapsed_time or Tensor.copy_ patches copies nobody here uses
+    # bound when the runner started (clock(), before the submission was imported)
     Event, record, elapsed, copy, zero, gpu_sleep = runner.clock
 
     def fill(slot: int, call_index: int) -> None:
