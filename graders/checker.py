@@ -285,9 +285,8 @@ class Grader:
             result.performance = {"skipped": "a check failed, and correctness gates performance",
                                   "points": 0.0, "max_points": spec.points}
             return
-        run = PerformanceRun(dataclasses.replace(self.exercise, performance=spec), checks_module,
-                             session, self.rng("performance"),
-                             getattr(self.launcher, "gpu_index", None))
+        run = PerformanceRun(spec, self.exercise.tolerances, checks_module, session,
+                             self.rng("performance"), getattr(self.launcher, "gpu_index", None))
         try:
             result.performance = run.run()
         except PerformanceRejected as bad:

@@ -25,7 +25,7 @@ import numpy as np
 from . import gpuinfo, perfinputs
 from .judge import compare_rows
 from .runner.timing import interquartile_spread
-from .spec import ExerciseSpec, PerfShape
+from .spec import PerformanceSpec, PerfShape, Tolerance
 
 BELIEVABLE_FRACTION = 1.05
 # repetitions: at least 20, at most 100, until the interquartile spread is under 2 %
@@ -107,25 +107,26 @@ def figures(shape: PerfShape, ms: list[float], copy_ms: list[float], copy_bytes:
 
 
 class PerformanceRun:
-    """Times every graded shape of one exercise through one runner session."""
+    """Times the graded shapes of ``spec`` through one runner session."""
 
-    def __init__(self, exercise: ExerciseSpec, checks_module: ModuleType, session,
-                 rng: np.random.Generator, gpu_index: int | None):
-        self.exercise, self.checks, self.session = exercise, checks_module, session
-        self.rng, self.gpu_index = rng, gpu_index
+    def __init__(self, spec: PerformanceSpec, tolerances: dict[str, Tolerance],
+                 checks_module: ModuleType, session, rng: np.random.Generator,
+                 gpu_index: int | None):
+        self.spec, self.tolerances, self.checks = spec, tolerances, checks_module
+        self.session, self.rng, self.gpu_index = session, rng, gpu_index
 
     def run(self) -> dict[str, Any]:
-        spec = self.exercise.performance
-        figures = [self.shape(shape) for shape in spec.shapes]
-        capped = [min(f.fraction, 1.0) for f in figures]
+        spec = self.spec
+        timed = [self.shape(shape) for shape in spec.shapes]
+        capped = [min(f.fraction, 1.0) for f in timed]
         geomean = math.exp(sum(math.log(max(c, 1e-9)) for c in capped) / len(capped))
-        gbs_mean = math.exp(sum(math.log(f.gbs) for f in figures) / len(figures))
+        gbs_mean = math.exp(sum(math.log(f.gbs) for f in timed) / len(timed))
         return {
             "fraction_of_copy": round(geomean, 4),
             "gbs": round(gbs_mean, 1),
             "points": round(spec.points * geomean, 2),
             "max_points": spec.points,
-            "shapes": [f.to_json() for f in figures],
+            "shapes": [f.to_json() for f in timed],
             "clocks": gpuinfo.clocks(self.gpu_index),
             "method": METHOD,
         }
@@ -183,7 +184,7 @@ class PerformanceRun:
             if got.dtype != recipe.dtype or not np.array_equal(got.data.reshape(-1), want.data[0]):
                 raise PerformanceRejected(f"timed call {c} changed its input `{recipe.name}` "
                                           f"(row {row}) {during}: inputs must not be modified")
-        tol = self.exercise.tolerances[shape.dtype]
+        tol = self.tolerances[shape.dtype]
         for (c, row), got in zip(out_picks, got_out):
             inputs = {r.name: perfinputs.host_rows(r, perfinputs.call_seed(seed, c, j),
                                                    np.array([row])).to_f64()

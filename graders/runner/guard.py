@@ -129,6 +129,12 @@ def install_launch_counter() -> None:
         cls.run = run
 
 
+def record_launch() -> None:
+    """A kernel launched outside Triton (a HIP kernel, on the current stream): counted."""
+    if _active:
+        _active[-1].launches += 1
+
+
 class guarded_call:
     """Context manager: count launches and forbid torch math for one call."""
 

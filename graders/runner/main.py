@@ -178,14 +178,10 @@ class Runner:
             return {"ok": True, "attributes": {}, "compiled_only": True, "warnings": warnings}
         from ..hip.launch import HipCompileError, load_kernels
 
-        def count_launch() -> None:
-            if self.guard._active:
-                self.guard._active[-1].launches += 1
-
         try:
             kernels = {k: v for k, v in hip.get("kernels", {}).items() if k in entry_points}
             functions = load_kernels(self.torch, text, filename, kernels,
-                                     int(hip.get("block", 256)), count_launch)
+                                     int(hip.get("block", 256)), self.guard.record_launch)
         except HipCompileError as exc:
             return _error("compile_error", exc.message, exc.line, exc.log[-4000:])
         self.module = type(sys)("submission")
