@@ -1,10 +1,12 @@
 """The trusted side of a grading run.
 
-It starts the runner, proves the toolchain with a known answer, has the runner
-load the submission, then drives each check of the exercise: the check makes
-inputs from a fresh secret seed and keeps the float64 reference; the runner
-only ever sees inputs. Every reply is validated here: outputs are judged, inputs
-must come back unchanged, at least one Triton kernel must have launched.
+It takes runners whose toolchain is proven (graders.pool), has each load the
+submission, then drives the checks of the exercise over them: each check makes
+inputs from a fresh secret seed and keeps the float64 reference; the runners only
+ever see inputs. Every reply is validated here: outputs are judged, inputs must
+come back unchanged, at least one Triton kernel must have launched. Every call has
+a budget (graders.session); then, on a GPU and only if every check passed, the
+graded shapes are timed on one runner alone (graders.performance).
 """
 
 from __future__ import annotations
@@ -13,35 +15,26 @@ import dataclasses
 import importlib.util
 import inspect
 import secrets
-import signal
+import threading
 import time
 import zlib
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from . import protocol
-from .arrays import HostArray, from_f64
+from .arrays import HostArray
 from .casekit import Call, CaseContext, CheckFailed
 from .judge import Failure
-from .performance import PerformanceRejected, PerformanceRun
-from .launch import CloseReport, Launcher, RunnerProcess, start_runner
-from .sandbox import Limits, default_launcher
+from .launch import CloseReport, Launcher, RunnerProcess
+from .performance import TIMING_BUDGET_S, PerformanceRejected, PerformanceRun
+from .pool import ReadyRunner, RunnerPool
 from .results import CheckResult, GradeResult
+from .sandbox import default_launcher
+from .session import CallOverrun, CallRefused, RunStopped, Session, overrun_message
 from .spec import CheckSpec, ExerciseSpec, SpecError
 from .vocabulary import Device, Language, Verdict
-
-KNOWN_ANSWER_RTOL = 1e-5
-
-
-class RunStopped(Exception):
-    """A problem that ends the whole run with a verdict (not just one check)."""
-
-    def __init__(self, verdict: Verdict, message: str, line: int | None = None):
-        super().__init__(message)
-        self.verdict, self.message, self.line = verdict, message, line
 
 
 def load_checks_module(exercise: ExerciseSpec) -> ModuleType:
@@ -55,84 +48,6 @@ def load_checks_module(exercise: ExerciseSpec) -> ModuleType:
         if not callable(getattr(module, check.name, None)):
             raise SpecError(f"{path} defines no check function `{check.name}`")
     return module
-
-
-class Session:
-    """One conversation with one runner process."""
-
-    def __init__(self, runner: RunnerProcess, timeout_s: float, limits: Limits, sandboxed: bool):
-        self.runner = runner
-        self.timeout_s = timeout_s
-        self.limits = limits
-        self.runner_sandboxed = sandboxed
-
-    def request(self, header: dict[str, Any], arrays: list[HostArray] | None = None,
-                during: str = "", trusted: bool = False) -> protocol.Message:
-        """One exchange. ``trusted``: no student code has run yet, so a death is ours."""
-        try:
-            self.runner.send(header, arrays)
-            reply = self.runner.receive()
-        except (EOFError, BrokenPipeError, ConnectionResetError, OSError, ValueError):
-            death = self._death(during)
-            if trusted and death.verdict is not Verdict.TIMEOUT:
-                tail = self.runner.output.text()[-500:] if self.runner.output else ""
-                raise RunStopped(Verdict.GRADER_ERROR,
-                                 f"the runner failed {during} ({death.message}): {tail}") from None
-            raise death from None
-        except protocol.ProtocolError as exc:
-            raise RunStopped(Verdict.REJECTED,
-                             f"the grader's channel carried a malformed reply ({exc}) {during}: "
-                             "submissions must not write to the grader's channel") from None
-        if not reply.header.get("ok", False):
-            error = reply.header.get("error") or {}
-            kind = error.get("kind", "runtime_error")
-            verdict = {"compile_error": Verdict.COMPILE_ERROR, "rejected": Verdict.REJECTED,
-                       "grader_error": Verdict.GRADER_ERROR, "memory_limit": Verdict.MEMORY_LIMIT,
-                       "output_limit": Verdict.OUTPUT_LIMIT}.get(kind, Verdict.RUNTIME_ERROR)
-            message = str(error.get("message", "unknown error"))
-            line = error.get("line") if isinstance(error.get("line"), int) else None
-            if line:
-                message += f" (line {line} of your file)"
-            if during:
-                message += f" {during}"
-            if error.get("traceback"):
-                message += "\n" + str(error["traceback"])
-            raise RunStopped(verdict, message, line)
-        return reply
-
-    def _death(self, during: str) -> RunStopped:
-        runner = self.runner
-        limits = self.limits
-        if runner.killed_at_deadline:
-            return RunStopped(Verdict.TIMEOUT,
-                              f"the run went past its {self.timeout_s:g} s limit {during}: "
-                              "an endless loop, or a kernel far too slow?".replace("  ", " "))
-        if runner.flooded_output:
-            return RunStopped(Verdict.OUTPUT_LIMIT,
-                              f"the submission printed more than {limits.output_max_bytes >> 20}"
-                              f" MiB {during}; it was stopped (the first "
-                              f"{limits.output_keep_bytes >> 10} KiB are kept)")
-        try:
-            code = runner.proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001
-            code = None
-        if runner.out_of_memory:
-            return RunStopped(Verdict.MEMORY_LIMIT,
-                              f"the submission used more than {limits.memory_bytes >> 30} GiB of "
-                              f"memory {during} and was killed")
-        if code is not None and code > 128 and self.runner_sandboxed:
-            code = 128 - code  # bwrap exits 128 + N when its child dies of signal N
-        if code is not None and code < 0 and -code == signal.SIGXCPU:
-            return RunStopped(Verdict.TIMEOUT, f"the submission used up its CPU time {during}")
-        if code is not None and code < 0:
-            name = signal.Signals(-code).name
-            hint = {"SIGSEGV": "an out-of-bounds load or store?",
-                    "SIGKILL": "killed, perhaps for using too much memory",
-                    "SIGBUS": "an out-of-bounds access?"}.get(name, "")
-            return RunStopped(Verdict.RUNTIME_ERROR, f"the submission crashed with {name} {during}"
-                              f"{': ' + hint if hint else ''}")
-        return RunStopped(Verdict.RUNTIME_ERROR,
-                          f"the submission's process exited (status {code}) {during}")
 
 
 def _encode_args(call: Call) -> tuple[list[Any], dict[str, Any], list[HostArray]]:
@@ -170,27 +85,86 @@ def resolve_device(device: Device) -> Device:
         else Device.CPU
 
 
+MAX_OVERRUNS = 2  # a second call past its budget ends the run as `timeout`
+LOAD_BUDGET_S = 60.0  # importing (or, for HIP, compiling) the submission
+
+
+def default_lanes(device: Device) -> int:
+    """Runners that share one grading's checks. On a GPU the checks are mostly Triton
+    compiles, which are CPU work: four runners compile at once. On the CPU interpreter
+    the cores are better spent on other gradings."""
+    return 4 if device is Device.CUDA else 1
+
+
+@dataclasses.dataclass
+class _Lane:
+    """One runner of a grading, with the submission loaded."""
+
+    ready: ReadyRunner
+    session: Session
+    attributes: dict[str, Any]
+
+    @property
+    def process(self) -> RunnerProcess:
+        return self.ready.process
+
+
+class _CompiledOnly(Exception):
+    """HIP without a GPU: the file compiled, and nothing can run."""
+
+    def __init__(self, warnings: list[Any]):
+        super().__init__("compiled only")
+        self.warnings = warnings
+
+
 class Grader:
+    """Grades one submission: its checks spread over a few runners, then its timing.
+
+    Every call has a budget (compile and run). A call past it fails its check, the
+    runner is replaced and the other checks go on; the second overrun ends the run as
+    ``timeout``, with the points already earned. The run's wall clock stays as the
+    last backstop.
+    """
+
     def __init__(self, exercise: ExerciseSpec, submission: Path, device: Device,
                  launcher: Launcher | None = None, timeout_s: float | None = None,
-                 seed: int | None = None, performance: bool = True):
+                 seed: int | None = None, performance: bool = True,
+                 pool: RunnerPool | None = None, lanes: int | None = None,
+                 on_check: Callable[[CheckResult], None] | None = None):
         self.exercise = exercise
         self.time_it = performance  # False: correctness only (selftest, many jobs on one GPU)
         self.submission = submission.resolve()
         self.language = Language.from_filename(self.submission.name) or Language.TRITON
         self.checks = applicable_checks(exercise, self.language)
         self.device = resolve_device(device)
-        # the sandbox by default; raises SandboxUnavailable where bwrap is missing
-        self.launcher = launcher or default_launcher(sandbox=True)
-        self.timeout_s = timeout_s
+        if pool is not None:
+            self.launcher = pool.launcher
+        else:  # the sandbox by default; raises SandboxUnavailable where bwrap is missing
+            self.launcher = launcher or default_launcher(sandbox=True)
+        self.pool = pool or RunnerPool(self.device, self.launcher)
+        self.lanes = lanes or default_lanes(self.device)
+        self.timeout_s = timeout_s or exercise.timeouts_s[
+            Device.CUDA if self.device == Device.CUDA else Device.CPU]
+        self.budget_s = exercise.call_budgets_s[
+            Device.CUDA if self.device == Device.CUDA else Device.CPU]
+        self.on_check = on_check
         self.close_report: CloseReport | None = None
         self.seed = secrets.randbits(63) if seed is None else seed
+        self._lock = threading.Lock()
+        self._stop: RunStopped | None = None
+        self._overruns = 0
+        self._open: list[RunnerProcess] = []
+        self._closed: list[RunnerProcess] = []
+        self._outputs: list[str] = []
+        self._dropped = 0
+        self._reports: list[CloseReport] = []
 
     def rng(self, purpose: str) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(purpose.encode())])
 
     def grade(self) -> GradeResult:
         started = time.monotonic()
+        self.deadline = started + self.timeout_s
         result = GradeResult(exercise=self.exercise.name, language=self.language.value,
                              device=self.device.value, verdict=Verdict.GRADER_ERROR, score=0.0,
                              sandboxed=self.launcher.sandboxed)
@@ -199,27 +173,30 @@ class Grader:
         except Exception as exc:  # noqa: BLE001 - a broken exercise folder is the grader's fault
             result.message = f"exercise {self.exercise.name} is broken: {exc}"
             return result
-
-        # CPU and auto start alike; the runner says which device it got
-        timeout = self.timeout_s or self.exercise.timeouts_s[
-            Device.CUDA if self.device == Device.CUDA else Device.CPU]
         try:
-            runner = start_runner(self.submission, self.device.value, timeout, self.launcher)
-        except OSError as exc:
-            result.message = f"could not start the runner: {exc}"
-            return result
-        session = Session(runner, timeout, self.launcher.limits, self.launcher.sandboxed)
-        try:
-            self._run(session, checks_module, result)
+            self._run(checks_module, result)
         except RunStopped as stop:
             result.verdict, result.message, result.line = stop.verdict, stop.message, stop.line
+        except _CompiledOnly as compiled:
+            result.verdict = Verdict.COMPILED
+            result.device_name = "no GPU: NVRTC compile only"
+            result.message = ("it compiles (NVRTC, compute_90); without a GPU nothing was run, "
+                              "so no check was made" + "".join(
+                                  f"\nwarning, line {w.get('line')}: {w.get('message')}"
+                                  for w in compiled.warnings[:20] if isinstance(w, dict)))
         finally:
-            self.close_report = runner.close()
-            result.output = runner.output.text()
-            result.output_dropped_bytes = runner.output.dropped
+            for process in list(self._open):
+                self._close(process)
+            self.close_report = CloseReport(
+                sum(r.leftover_processes for r in self._reports),
+                all(r.all_killed for r in self._reports))
+            result.output = "\n".join(dict.fromkeys(o for o in self._outputs if o))
+            result.output_dropped_bytes = self._dropped
             result.duration_s = round(time.monotonic() - started, 3)
+            result.phases["total_s"] = result.duration_s
         self._mark_unrun(result)
-        if result.verdict in (Verdict.PASSED, Verdict.FAILED):
+        # a timeout keeps what the checks before it earned; other stops score 0
+        if result.verdict in (Verdict.PASSED, Verdict.FAILED, Verdict.TIMEOUT):
             result.score = round(sum(c.points for c in result.checks), 2)
             if result.performance and "points" in result.performance:
                 result.score = round(result.score + result.performance["points"], 2)
@@ -227,53 +204,178 @@ class Grader:
             result.max_score = 100 + self.exercise.performance.points
         return result
 
-    # -- the run ------------------------------------------------------------------------
-    def _run(self, session: Session, checks_module: ModuleType, result: GradeResult) -> None:
-        hello = session.request({"op": "hello"}, during="while starting", trusted=True)
-        result.device = str(hello.header.get("device", result.device))
-        result.device_name = str(hello.header.get("device_name", ""))
-        result.versions = dict(hello.header.get("versions", {}))
-        device = Device(result.device)
-        self._known_answer(session)
-
+    # -- runners --------------------------------------------------------------------------
+    def _open_lane(self, result: GradeResult) -> _Lane:
+        """A ready runner, armed with the run's deadline, with the submission loaded."""
+        ready = self.pool.take()
+        process = ready.process
+        with self._lock:
+            self._open.append(process)
+            stopped = self._stop is not None
+        if stopped:
+            raise _LaneStopped()
+        process.arm(self.deadline - time.monotonic())
+        hello = ready.hello
+        with self._lock:
+            if not result.device_name:
+                result.device = str(hello.get("device", result.device))
+                result.device_name = str(hello.get("device_name", ""))
+                result.versions = dict(hello.get("versions", {}))
+                result.phases.update(ready.phases)
+        session = Session(process, self.timeout_s, self.launcher.limits, self.launcher.sandboxed)
+        path = process.place_submission(self.submission)
         if self.language is Language.HIP:
             hip = self.exercise.hip
             if hip is None or "hip" not in self.exercise.languages:
                 raise RunStopped(Verdict.COMPILE_ERROR,
                                  f"{self.exercise.name} takes {', '.join(self.exercise.languages)}"
                                  ", not HIP")
-            load = {"op": "load", "entry_points": list(hip.kernels), "attributes": [],
-                    "hip": {"block": hip.block, "kernels": hip.kernels}}
+            load = {"op": "load", "path": path, "entry_points": list(hip.kernels),
+                    "attributes": [], "hip": {"block": hip.block, "kernels": hip.kernels}}
+            during = "while compiling your file"
         else:
-            load = {"op": "load", "entry_points": list(self.exercise.entry_points),
+            load = {"op": "load", "path": path, "entry_points": list(self.exercise.entry_points),
                     "attributes": list(self.exercise.attributes)}
-        loaded = session.request(load, during="while compiling your file"
-                                 if self.language is Language.HIP else "while importing your file")
-        attributes = loaded.header.get("attributes", {})
+            during = "while importing your file"
+        loading = time.monotonic()
+        try:
+            loaded = session.request(load, during=during, budget_s=LOAD_BUDGET_S)
+        except CallOverrun:
+            raise RunStopped(Verdict.TIMEOUT, f"your file was still loading after "
+                                              f"{LOAD_BUDGET_S:g} s {during}") from None
+        with self._lock:
+            result.phases.setdefault("load_s", round(time.monotonic() - loading, 3))
         if loaded.header.get("compiled_only"):
-            warnings = loaded.header.get("warnings") or []
-            result.verdict = Verdict.COMPILED
-            result.device_name = "no GPU: NVRTC compile only"
-            result.message = ("it compiles (NVRTC, compute_90); without a GPU nothing was run, "
-                              "so no check was made" + "".join(
-                                  f"\nwarning, line {w.get('line')}: {w.get('message')}"
-                                  for w in warnings[:20] if isinstance(w, dict)))
-            return
+            raise _CompiledOnly(loaded.header.get("warnings") or [])
+        return _Lane(ready, session, loaded.header.get("attributes", {}))
 
-        for check in self.checks:
-            result.checks.append(self._run_check(session, checks_module, check, device, attributes))
+    def _close(self, process: RunnerProcess) -> None:
+        with self._lock:
+            if process not in self._open:
+                return
+            self._open.remove(process)
+        report = process.close()
+        with self._lock:
+            self._reports.append(report)
+            if process.output is not None:
+                self._outputs.append(process.output.text())
+                self._dropped += process.output.dropped
+
+    def _stop_all(self, stop: RunStopped) -> None:
+        """The first stop wins; every other runner is killed at once."""
+        with self._lock:
+            if self._stop is None:
+                self._stop = stop
+            victims = list(self._open)
+        for process in victims:
+            process.kill()
+
+    # -- the run ------------------------------------------------------------------------
+    def _run(self, checks_module: ModuleType, result: GradeResult) -> None:
+        todo = list(enumerate(self.checks))
+        todo.reverse()  # popped from the end: checks start in the spec's order
+        done: dict[int, CheckResult] = {}
+        lanes = max(1, min(self.lanes, len(self.checks)))
+        kept: list[_Lane] = []
+        checks_started = time.monotonic()
+
+        def next_check() -> tuple[int, CheckSpec] | None:
+            with self._lock:
+                if self._stop is not None or not todo:
+                    return None
+                return todo.pop()
+
+        def work() -> None:
+            lane: _Lane | None = None
+            try:
+                while (item := next_check()) is not None:
+                    index, check = item
+                    if lane is None:
+                        lane = self._open_lane(result)
+                    began = time.monotonic()
+                    try:
+                        outcome = self._run_check(lane, checks_module, check)
+                    except _Overran as over:
+                        outcome = over.result
+                        self._close(lane.process)
+                        lane = None
+                        with self._lock:
+                            self._overruns += 1
+                            overruns = self._overruns
+                        if overruns >= MAX_OVERRUNS:
+                            self._stop_all(RunStopped(
+                                Verdict.TIMEOUT, f"{overruns} calls ran past their "
+                                f"{self.budget_s:g} s budget (the last: {outcome.message}); "
+                                "the run was stopped, and the checks already passed keep "
+                                "their points"))
+                    with self._lock:
+                        done[index] = outcome
+                        result.phases.setdefault("checks", {})[check.name] = round(
+                            time.monotonic() - began, 3)
+                    if self.on_check:
+                        self.on_check(outcome)
+            except _LaneStopped:
+                pass
+            except (RunStopped, _CompiledOnly) as stop:
+                with self._lock:
+                    late = self._stop is not None  # killed because another lane stopped
+                if not late:
+                    if isinstance(stop, _CompiledOnly):
+                        with self._lock:
+                            self._compiled_only = stop
+                        stop = RunStopped(Verdict.COMPILED, "compiled only")
+                    self._stop_all(stop)
+            except BaseException as exc:  # noqa: BLE001 - a bug of ours: stop, don't hang
+                self._stop_all(RunStopped(Verdict.GRADER_ERROR, f"the grader failed: {exc!r}"))
+            finally:
+                if lane is not None:
+                    with self._lock:
+                        kept.append(lane)
+
+        self._compiled_only: _CompiledOnly | None = None
+        threads = [threading.Thread(target=work, name=f"lane-{i}", daemon=True)
+                   for i in range(lanes)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        result.phases["checks_s"] = round(time.monotonic() - checks_started, 3)
+        result.checks = [done[i] for i in sorted(done)]
+        if self._compiled_only is not None:
+            raise self._compiled_only
+        if self._stop is not None:
+            raise self._stop
+
         failed = [c for c in result.checks if not c.passed]
         result.verdict = Verdict.FAILED if failed else Verdict.PASSED
         if failed:
             result.message = f"{len(failed)} of {len(result.checks)} checks failed: " + ", ".join(
                 c.name for c in failed)
-        self._time(session, checks_module, result, device, bool(failed))
+        if not self._wants_timing(failed):
+            self._time(None, checks_module, result, bool(failed))
+            return
+        # the runner that timed goes on alone: the others leave the GPU first
+        lane = kept[0] if kept else None
+        for other in kept[1:]:
+            self._close(other.process)
+        if lane is None or lane.process.proc.poll() is not None:
+            lane = self._open_lane(result)
+        timing_started = time.monotonic()
+        try:
+            with self.pool.gpu_gate.exclusive():  # warm runners being made keep off the GPU
+                self._time(lane.session, checks_module, result, False)
+        finally:
+            result.phases["timing_s"] = round(time.monotonic() - timing_started, 3)
 
-    def _time(self, session: Session, checks_module: ModuleType, result: GradeResult,
-              device: Device, failed: bool) -> None:
+    def _wants_timing(self, failed: list[CheckResult]) -> bool:
+        return (self.exercise.performance is not None and self.time_it and not failed
+                and self.device is Device.CUDA)
+
+    def _time(self, session: Session | None, checks_module: ModuleType, result: GradeResult,
+              failed: bool) -> None:
         """GPU only, and only for a submission that passed: correctness gates performance."""
         spec = self.exercise.performance
-        if spec is None or device is not Device.CUDA or not self.time_it:
+        if spec is None or result.device != Device.CUDA.value or not self.time_it:
             return
         if self.language is Language.HIP:  # HIP takes float32 only
             hip_dtypes = self.exercise.hip.dtypes
@@ -281,53 +383,51 @@ class Grader:
             if not shapes:
                 return
             spec = dataclasses.replace(spec, shapes=shapes)
-        if failed:
+        if failed or session is None:
             result.performance = {"skipped": "a check failed, and correctness gates performance",
                                   "points": 0.0, "max_points": spec.points}
             return
         run = PerformanceRun(spec, self.exercise.tolerances, checks_module, session,
-                             self.rng("performance"), getattr(self.launcher, "gpu_index", None))
+                             self.rng("performance"), getattr(self.launcher, "gpu_index", None),
+                             budget_s=self.budget_s + TIMING_BUDGET_S)
         try:
             result.performance = run.run()
         except PerformanceRejected as bad:
             result.flag = bad.message if bad.flag else None
             raise RunStopped(Verdict.REJECTED, bad.message, bad.line) from None
+        except CallOverrun as over:
+            result.performance = {
+                "skipped": overrun_message(over, over.during.removeprefix("while timing ")),
+                "points": 0.0, "max_points": spec.points}
 
-    def _known_answer(self, session: Session) -> None:
-        x = self.rng("known_answer").standard_normal((5, 300)) * 4
-        x32 = from_f64(x, "float32")
-        reply = session.request({"op": "known_answer"}, [x32], during="in the known-answer kernel",
-                                trusted=True)
-        ref = x32.to_f64()
-        m = ref.max(axis=1)
-        expected = m + np.log(np.exp(ref - m[:, None]).sum(axis=1))
-        got = reply.arrays[0].to_f64() if reply.arrays else np.full(5, np.nan)
-        if got.shape != expected.shape or not np.allclose(got, expected, rtol=KNOWN_ANSWER_RTOL,
-                                                          atol=0):
-            raise RunStopped(Verdict.GRADER_ERROR,
-                             "Triton computed the grader's own known-answer kernel wrong "
-                             f"(got {got[:3].tolist()}, expected {expected[:3].tolist()}): the "
-                             "toolchain is broken (triton 3.6's interpreter needs numpy < 2.3)")
-
-    def _run_check(self, session: Session, module: ModuleType, check: CheckSpec, device: Device,
-                   attributes: dict[str, Any]) -> CheckResult:
+    def _run_check(self, lane: _Lane, module: ModuleType, check: CheckSpec) -> CheckResult:
+        device = Device(lane.ready.hello.get("device", self.device.value))
         ctx = CaseContext(check=check, params=dict(check.params[device]),
                           tolerances=self.exercise.tolerances, rng=self.rng(check.name),
-                          device=device.value, attributes=attributes,
+                          device=device.value, attributes=lane.attributes,
                           data=self.exercise.extra)
         try:
             gen = getattr(module, check.name)(ctx)
             reply = None
             while inspect.isgenerator(gen):  # a plain function judges without calling the runner
                 call = gen.send(reply)
-                reply = self._call(session, ctx, call, check)
+                try:
+                    reply = self._call(lane.session, ctx, call, check)
+                except CallRefused as refused:
+                    line = f" (line {refused.line} of your file)" if refused.line else ""
+                    ctx.fail("block", f"{call.label} {refused.message}{line}")
+                except CallOverrun as over:
+                    failure = Failure("budget", overrun_message(over, call.label))
+                    raise _Overran(CheckResult(check.name, False,
+                                               self._message(check, ctx, failure), 0.0,
+                                               check.points)) from None
             raise StopIteration
         except StopIteration:
             return CheckResult(check.name, True, "passed", check.points, check.points)
         except CheckFailed as failed:
             return CheckResult(check.name, False, self._message(check, ctx, failed.failure), 0.0,
                                check.points, failed.failure.dump)
-        except RunStopped:
+        except (RunStopped, _Overran, _LaneStopped):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in trusted check code
             raise RunStopped(Verdict.GRADER_ERROR,
@@ -336,8 +436,11 @@ class Grader:
     def _call(self, session: Session, ctx: CaseContext, call: Call, check: CheckSpec) -> Any:
         args, kwargs, arrays = _encode_args(call)
         during = f"in check {check.name}, calling {call.label}"
+        with self._lock:
+            if self._stop is not None:
+                raise _LaneStopped()
         reply = session.request({"op": "call", "fn": call.fn, "args": args, "kwargs": kwargs},
-                                arrays, during=during)
+                                arrays, during=during, budget_s=self.budget_s)
         header = reply.header
         if not isinstance(header.get("launches"), int) or header["launches"] < 1:
             raise RunStopped(Verdict.REJECTED,
@@ -359,15 +462,15 @@ class Grader:
             return tuple(outputs)
         return outputs[0] if outputs else None
 
-    @staticmethod
-    def _message(check: CheckSpec, ctx: CaseContext, failure: Failure) -> str:
+    def _message(self, check: CheckSpec, ctx: CaseContext, failure: Failure) -> str:
         text = failure.text
         if failure.notes:
             text += " " + " ".join(failure.notes)
-        hint = check.hint(failure.symptom)
+        hint = check.hints.get(failure.symptom) or self.exercise.hints.get(failure.symptom) \
+            or check.hint(failure.symptom)
         if hint:
             text += f": {hint}"
-        if ctx.last_call is not None:
+        if ctx.last_call is not None and ctx.last_call.label not in failure.text:
             text += f" [{ctx.last_call.label}]"
         return text
 
@@ -377,6 +480,20 @@ class Grader:
             if check.name not in done:
                 result.checks.append(CheckResult(check.name, False, f"not run: {result.verdict.value}",
                                                  0.0, check.points, ran=False))
+        order = {c.name: i for i, c in enumerate(self.checks)}
+        result.checks.sort(key=lambda c: order.get(c.name, len(order)))
+
+
+class _Overran(Exception):
+    """A check's call ran past its budget: the check has failed, its runner is dead."""
+
+    def __init__(self, result: CheckResult):
+        super().__init__(result.message)
+        self.result = result
+
+
+class _LaneStopped(Exception):
+    """Another lane stopped the run; this one leaves quietly."""
 
 
 def applicable_checks(exercise: ExerciseSpec, language: Language) -> list[CheckSpec]:

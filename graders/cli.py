@@ -40,6 +40,16 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu-index", type=int, default=0, help="the GPU this grading may use")
     g.add_argument("--no-timing", action="store_true",
                    help="on a GPU, check correctness only (no performance points)")
+    g.add_argument("--lanes", type=int, default=None,
+                   help="runners sharing the checks (default: 4 on a GPU, 1 on the CPU)")
+
+    w = sub.add_parser("worker", help="a grading slot that lives between jobs: JSON lines in "
+                                      "and out, warm runners kept ready (the server uses it)")
+    w.add_argument("--device", choices=[d.value for d in Device], default="auto")
+    w.add_argument("--gpu-index", type=int, default=0)
+    w.add_argument("--warm", type=int, default=None, help="runners kept ready (default: "
+                                                          "one grading's lanes and a spare)")
+    w.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
 
     ls = sub.add_parser("list", help="list the exercises")
     ls.add_argument("--json", action="store_true",
@@ -60,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-labs", action="store_true", help="skip the traffic table")
     b.add_argument("--gpu-index", type=int, default=0)
     b.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
+    b.add_argument("--load", action="store_true",
+                   help="instead: grade the mix through the real queue on one slot and report "
+                        "latency per class and gradings per hour")
+    b.add_argument("--device", choices=[d.value for d in Device], default="auto",
+                   help="with --load: the slot's device")
     return p
 
 
@@ -75,6 +90,14 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_selftest(Device(args.device), jobs=args.jobs, only=args.exercise,
                                 sandbox=not args.no_sandbox)
+        if args.command == "worker":
+            from .worker import run_worker
+
+            return run_worker(Device(args.device), args.gpu_index, not args.no_sandbox, args.warm)
+        if args.command == "bench" and args.load:
+            from .bench.load import run_load_bench
+
+            return run_load_bench(args.out, device=args.device)
         if args.command == "bench":
             from .bench import run_bench
 
@@ -137,7 +160,7 @@ def _grade(args: argparse.Namespace) -> int:
     slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)
     result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed,
-                        performance=not args.no_timing)
+                        performance=not args.no_timing, lanes=args.lanes)
     if args.json:
         # the slot's health rides along for the server's pool; it is not part of the result
         print(json.dumps({**result.to_json(),

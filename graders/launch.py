@@ -4,21 +4,28 @@ The checker owns both pipes of the channel and drains the runner's stdout and
 stderr into a capped buffer that nobody parses. Around whatever command the
 launcher builds (bubblewrap, or a plain process with ``--no-sandbox``), a small
 shim joins the job's cgroup and sets rlimits before anything untrusted starts.
-A watchdog kills the process group at the wall-clock deadline; ``close`` kills
-whatever is left in the cgroup and reports it, so a slot can tell it is clean.
+A runner is started before its submission is known: the submission is copied into
+the runner's inbox (a folder the sandbox sees read-only) when the runner is put to
+work, and ``arm`` starts the run's wall clock then. Two watchdogs kill the process
+group: the run's deadline (the last backstop) and the budget of the call in flight
+(``begin_call``); ``close`` kills whatever is left in the cgroup and reports it, so a
+slot can tell it is clean.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import resource
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Protocol
@@ -55,15 +62,19 @@ class RunnerJob:
     """What the runner needs, before a launcher decides where it really runs."""
 
     python: str
-    submission: Path
     device: str
     fds: tuple[int, int]
     workdir: Path
     env: dict[str, str]
 
-    def runner_argv(self, root: str, submission: str) -> list[str]:
-        return [self.python, "-I", "-c", BOOT, root, "--submission", submission,
-                "--device", self.device, "--fds", f"{self.fds[0]},{self.fds[1]}"]
+    @property
+    def inbox(self) -> Path:
+        """Where the submission is put once known; the runner reads it, never writes."""
+        return self.workdir / "inbox"
+
+    def runner_argv(self, root: str) -> list[str]:
+        return [self.python, "-I", "-c", BOOT, root, "--device", self.device,
+                "--fds", f"{self.fds[0]},{self.fds[1]}"]
 
 
 class Launcher(Protocol):
@@ -72,6 +83,9 @@ class Launcher(Protocol):
     gpu_index: int | None
 
     def command(self, job: RunnerJob) -> tuple[list[str], dict[str, str]]: ...
+
+    def inbox_path(self, job: RunnerJob, filename: str) -> str:
+        """The path under which the runner sees ``job.inbox / filename``."""
 
 
 class CappedOutput:
@@ -115,11 +129,14 @@ class RunnerProcess:
     to_runner: BinaryIO
     from_runner: BinaryIO
     workdir: tempfile.TemporaryDirectory
-    deadline: float
+    job: RunnerJob
+    launcher: Launcher
     cgroup: JobCgroup | None
     output: CappedOutput | None = None
     killed_at_deadline: bool = False
+    over_budget: bool = False  # killed because the call in flight outran its budget
     _watchdog: threading.Timer | None = field(default=None, repr=False)
+    _call_timer: threading.Timer | None = field(default=None, repr=False)
 
     def send(self, header: dict, arrays=None) -> None:
         protocol.send(self.to_runner, header, arrays)
@@ -148,9 +165,49 @@ class RunnerProcess:
         self.killed_at_deadline = True
         self.kill()
 
+    def arm(self, timeout_s: float) -> None:
+        """Start the run's wall clock: the runner is killed ``timeout_s`` from now."""
+        if self._watchdog:
+            self._watchdog.cancel()
+        self._watchdog = threading.Timer(max(timeout_s, 0.0), self._on_deadline)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def disarm(self) -> None:
+        """No wall clock: a warm runner waits, running only trusted code, for its job."""
+        if self._watchdog:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    def place_submission(self, submission: Path) -> str:
+        """Copy the submission into the inbox; the path the runner sees it under."""
+        name = "submission" + submission.suffix
+        target = self.job.inbox / name
+        shutil.copyfile(submission, target)
+        os.chmod(target, 0o644)  # readable by the sandbox's uid
+        return self.launcher.inbox_path(self.job, name)
+
+    def begin_call(self, budget_s: float | None) -> None:
+        """Kill the runner unless the call now sent is answered within ``budget_s``."""
+        self.end_call()
+        if budget_s:
+            self._call_timer = threading.Timer(budget_s, self._on_budget)
+            self._call_timer.daemon = True
+            self._call_timer.start()
+
+    def end_call(self) -> None:
+        if self._call_timer:
+            self._call_timer.cancel()
+            self._call_timer = None
+
+    def _on_budget(self) -> None:
+        self.over_budget = True
+        self.kill()
+
     def close(self) -> CloseReport:
         if self._watchdog:
             self._watchdog.cancel()
+        self.end_call()
         for stream in (self.to_runner, self.from_runner):
             try:
                 stream.close()
@@ -194,25 +251,65 @@ def _rlimits(limits: Limits, timeout_s: float, device: str, has_cgroup: bool) ->
     return ",".join(f"{k}={v}" for k, v in items.items())
 
 
-def start_runner(submission: Path, device: str, timeout_s: float, launcher: Launcher,
+class _Spawner:
+    """Starts every runner from one long-lived thread.
+
+    bwrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked it
+    ends, not the process: a runner started from a grading's lane thread was killed as
+    soon as that thread finished, before it could flush what the submission printed.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: "queue.Queue[tuple[tuple, dict, Future]]" = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _loop(self) -> None:
+        while True:
+            args, kwargs, future = self._jobs.get()
+            try:
+                future.set_result(subprocess.Popen(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                future.set_exception(exc)
+
+    def popen(self, *args, **kwargs) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="runner-spawner")
+                self._thread.start()
+        future: Future = Future()
+        self._jobs.put((args, kwargs, future))
+        return future.result()
+
+
+_spawn = _Spawner().popen
+
+
+def start_runner(device: str, timeout_s: float, launcher: Launcher,
                  python: str | None = None) -> RunnerProcess:
+    """Start a runner for one submission, not yet known. ``timeout_s`` bounds its CPU
+    time (RLIMIT_CPU); its wall clock starts with ``arm``."""
     limits = launcher.limits
     workdir = tempfile.TemporaryDirectory(prefix="graders-run-")
     to_runner_r, to_runner_w = os.pipe()
     from_runner_r, from_runner_w = os.pipe()
     job = RunnerJob(
-        python=python or sys.executable, submission=submission, device=device,
+        python=python or sys.executable, device=device,
         fds=(to_runner_r, from_runner_w), workdir=Path(workdir.name),
         env={k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
         | {"PYTHONDONTWRITEBYTECODE": "1"},
     )
+    job.inbox.mkdir()
+    os.chmod(job.workdir, 0o755)
+    os.chmod(job.inbox, 0o755)
     command, env = launcher.command(job)
     cgroup = JobCgroup.create(limits.memory_bytes, limits.max_pids)
     procs = cgroup.procs_files if cgroup else []
     shim = [sys.executable, "-I", "-c", _SHIM, str(len(procs)), *procs,
             _rlimits(limits, timeout_s, device, cgroup is not None)]
     try:
-        proc = subprocess.Popen(
+        proc = _spawn(
             shim + command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, pass_fds=job.fds, cwd=workdir.name, env=env,
             start_new_session=True,
@@ -231,12 +328,10 @@ def start_runner(submission: Path, device: str, timeout_s: float, launcher: Laun
         to_runner=os.fdopen(to_runner_w, "wb", buffering=1 << 20),
         from_runner=os.fdopen(from_runner_r, "rb", buffering=1 << 20),
         workdir=workdir,
-        deadline=time.monotonic() + timeout_s,
+        job=job,
+        launcher=launcher,
         cgroup=cgroup,
     )
     runner.output = CappedOutput(proc.stdout, limits.output_keep_bytes, limits.output_max_bytes,
                                  on_flood=runner.kill)
-    runner._watchdog = threading.Timer(timeout_s, runner._on_deadline)
-    runner._watchdog.daemon = True
-    runner._watchdog.start()
     return runner

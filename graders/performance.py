@@ -30,6 +30,8 @@ from .spec import PerformanceSpec, PerfShape, Tolerance
 BELIEVABLE_FRACTION = 1.05
 # repetitions: at least 20, at most 100, until the interquartile spread is under 2 %
 TIMING = {"min_reps": 20, "max_reps": 100, "target_spread": 0.02, "budget_s": 4.0}
+# a timed shape's budget is a call's plus this: the repetitions themselves, and the copy
+TIMING_BUDGET_S = 10.0
 METHOD = ("CUDA-event times of 20-100 calls; L2 flushed and a 1 ms GPU head start before "
           "each; inputs made fresh for every call from a pool larger than L2; a "
           "device-to-device copy of the same bytes timed beside every call; fraction = median "
@@ -111,9 +113,10 @@ class PerformanceRun:
 
     def __init__(self, spec: PerformanceSpec, tolerances: dict[str, Tolerance],
                  checks_module: ModuleType, session, rng: np.random.Generator,
-                 gpu_index: int | None):
+                 gpu_index: int | None, budget_s: float | None = None):
         self.spec, self.tolerances, self.checks = spec, tolerances, checks_module
         self.session, self.rng, self.gpu_index = session, rng, gpu_index
+        self.budget_s = budget_s  # per timed shape, its compiles included
 
     def run(self) -> dict[str, Any]:
         spec = self.spec
@@ -135,7 +138,7 @@ class PerformanceRun:
         seed = int(self.rng.integers(0, 2**31))
         header = {"op": "perf", **timing_request(shape, seed)}
         during = f"while timing {shape.fn} at {shape.label}"
-        reply = self.session.request(header, during=during).header
+        reply = self.session.request(header, during=during, budget_s=self.budget_s).header
         if reply.get("violations"):
             raise PerformanceRejected(
                 f"torch computed part of the result ({reply['violations'][0]}) {during}: "
@@ -174,7 +177,8 @@ class PerformanceRun:
         in_picks = [(c, j, int(self.rng.integers(0, shape.rows)))
                     for c in range(reps - pool, reps) for j in range(len(shape.inputs))]
         reply = self.session.request({"op": "perf_rows", "outputs": [list(p) for p in out_picks],
-                                      "inputs": [list(p) for p in in_picks]}, during=during)
+                                      "inputs": [list(p) for p in in_picks]}, during=during,
+                                     budget_s=self.budget_s)
         if len(reply.arrays) != len(out_picks) + len(in_picks):
             raise PerformanceRejected(f"the timed run's rows do not add up {during}")
         got_out, got_in = reply.arrays[:len(out_picks)], reply.arrays[len(out_picks):]

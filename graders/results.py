@@ -48,6 +48,9 @@ class GradeResult:
     performance: dict[str, Any] | None = None
     max_score: float = 100.0  # 100 for the checks, plus the performance points on a GPU
     flag: str | None = None  # why an instructor should look (an impossible timing)
+    # where the time went, in seconds: runner start, load, each check, timing (for the
+    # operator; a warm runner's start reads 0)
+    phases: dict[str, Any] = field(default_factory=dict)
     grader_version: str = GRADER_VERSION
 
     def to_json(self) -> dict[str, Any]:

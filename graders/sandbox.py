@@ -4,8 +4,8 @@
 namespace unshared (so no network), uid/gid 65534, a new session, no
 capabilities, no nested user namespaces, dies with its parent. It sees
 read-only binds of exactly what it needs (the system's /usr, the Python
-environment, the runner's own code under /grader, the submission as
-/sandbox/submission.py), a private size-capped /tmp as its work dir, a fresh
+environment, the runner's own code under /grader, the runner's inbox
+as /sandbox, where its one submission is put), a private size-capped /tmp as its work dir, a fresh
 /proc and a minimal /dev, and on a GPU only the assigned GPU's device node
 plus nvidiactl and nvidia-uvm. No database, no other submission, no reference
 solution, no exercise folder, no environment secrets.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 SANDBOX_ROOT = "/grader"  # the graders package, read-only
-SANDBOX_SUBMISSION = "/sandbox/submission"  # + the file's own suffix: .py, .hip or .cpp
+SANDBOX_INBOX = "/sandbox"  # the runner's inbox, read-only: the submission arrives here
 SANDBOX_TMP = "/tmp"
 
 INSTALL_HINT = (
@@ -147,7 +147,7 @@ class BwrapLauncher:
                 "--ro-bind", str(Path(job.workdir) / "passwd"), "/etc/passwd",
                 "--ro-bind", str(Path(job.workdir) / "group"), "/etc/group",
                 "--ro-bind", str(REPO_ROOT / "graders"), f"{SANDBOX_ROOT}/graders",
-                "--ro-bind", str(job.submission), SANDBOX_SUBMISSION + job.submission.suffix,
+                "--ro-bind", str(job.inbox), SANDBOX_INBOX,
                 "--chdir", SANDBOX_TMP]
         env = dict(job.env, HOME=SANDBOX_TMP, TMPDIR=SANDBOX_TMP,
                    TRITON_CACHE_DIR=f"{SANDBOX_TMP}/.triton")
@@ -156,7 +156,10 @@ class BwrapLauncher:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
-        return args + job.runner_argv(SANDBOX_ROOT, SANDBOX_SUBMISSION + job.submission.suffix), env
+        return args + job.runner_argv(SANDBOX_ROOT), env
+
+    def inbox_path(self, job: "RunnerJob", filename: str) -> str:  # noqa: F821
+        return f"{SANDBOX_INBOX}/{filename}"
 
 
 class DirectLauncher:
@@ -180,7 +183,10 @@ class DirectLauncher:
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
-        return job.runner_argv(str(REPO_ROOT), str(job.submission)), env
+        return job.runner_argv(str(REPO_ROOT)), env
+
+    def inbox_path(self, job: "RunnerJob", filename: str) -> str:  # noqa: F821
+        return str(job.inbox / filename)
 
 
 def default_launcher(sandbox: bool = True, gpu_index: int | None = 0,

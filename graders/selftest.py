@@ -5,7 +5,14 @@ course) must fail, on the check its first line names::
 
     # expect: poisoned_row — naive exp without the max subtraction
 
-or with the verdict it names (``# expect: rejected``). Anything else exits 1.
+or on every one of the checks it names, separated by commas::
+
+    # expect: poisoned_row, long_rows — naive exp, and one block per whole row
+
+(the verdict must be ``failed`` and each named check among the failed ones; other
+checks may fail too), or with the verdict it names, alone (``# expect: rejected``).
+HIP files use ``//`` instead of ``#``. On the CPU a HIP file is only compiled, so
+there every reference and mutant must come out ``compiled``. Anything else exits 1.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from .sandbox import default_launcher
 from .spec import ExerciseSpec
 from .vocabulary import Device, Verdict
 
-_EXPECT = re.compile(r"^(?:#|//)\s*expect:\s*([a-z_]+)\s*(?:[—-]+\s*(.*))?$")
+_NAME = r"[a-z_][a-z0-9_]*"
+_EXPECT = re.compile(rf"^(?:#|//)\s*expect:\s*({_NAME}(?:\s*,\s*{_NAME})*)\s*(?:[—-]+\s*(.*))?$")
 SUBMISSION_SUFFIXES = (".py", ".hip", ".cpp")
 
 
@@ -33,7 +41,7 @@ SUBMISSION_SUFFIXES = (".py", ".hip", ".cpp")
 class Case:
     exercise: ExerciseSpec
     path: Path
-    expect: str  # "passed", a check name, or a verdict
+    expect: tuple[str, ...]  # ("passed",), one verdict, or check names that must all fail
     why: str = ""
 
     @property
@@ -41,12 +49,26 @@ class Case:
         return f"{self.exercise.name}/{self.path.relative_to(references_root() / self.exercise.name)}"
 
 
-def read_expectation(path: Path) -> tuple[str, str]:
-    first = path.read_text().splitlines()[0] if path.read_text() else ""
-    match = _EXPECT.match(first.strip())
+def read_expectation(path: Path) -> tuple[tuple[str, ...], str]:
+    """The names on a mutant's first line (a verdict, or checks that must all fail) and why."""
+    lines = path.read_text().splitlines()
+    match = _EXPECT.match(lines[0].strip()) if lines else None
     if not match:
-        raise ValueError(f"{path}: the first line must be '# expect: CHECK — why'")
-    return match.group(1), (match.group(2) or "").strip()
+        raise ValueError(f"{path}: the first line must be '# expect: CHECK[, CHECK...] — why'")
+    names = tuple(name.strip() for name in match.group(1).split(","))
+    return names, (match.group(2) or "").strip()
+
+
+def validate_expectation(path: Path, expect: tuple[str, ...], checks: set[str]) -> None:
+    """Every name must be one of the exercise's checks, or a verdict standing alone."""
+    verdicts = {v.value for v in Verdict}
+    for name in expect:
+        if name not in checks | verdicts:
+            raise ValueError(f"{path}: expects {name!r}, which is neither a check nor a verdict")
+    if len(set(expect)) != len(expect):
+        raise ValueError(f"{path}: names a check twice in {', '.join(expect)}")
+    if len(expect) > 1 and verdicts & set(expect):
+        raise ValueError(f"{path}: a verdict must stand alone, not in a list ({', '.join(expect)})")
 
 
 def collect(only: list[str] | None = None) -> list[Case]:
@@ -58,13 +80,11 @@ def collect(only: list[str] | None = None) -> list[Case]:
         refs = sorted(p for p in folder.iterdir() if p.suffix in SUBMISSION_SUFFIXES)
         if not refs:
             raise ValueError(f"exercise {name} has no reference solution under {folder}")
-        cases += [Case(exercise, p, "passed") for p in refs]
+        cases += [Case(exercise, p, ("passed",)) for p in refs]
         for path in sorted(p for p in (folder / "mutants").iterdir()
                            if p.suffix in SUBMISSION_SUFFIXES):
             expect, why = read_expectation(path)
-            known = {c.name for c in exercise.checks} | {v.value for v in Verdict}
-            if expect not in known:
-                raise ValueError(f"{path}: expects {expect!r}, which is neither a check nor a verdict")
+            validate_expectation(path, expect, {c.name for c in exercise.checks})
             cases.append(Case(exercise, path, expect, why))
     return cases
 
@@ -74,11 +94,9 @@ def judge(case: Case, result: GradeResult) -> bool:
     if case.path.suffix != ".py" and result.device == Device.CPU.value:
         # HIP without a GPU is compile-only: every reference and mutant must compile
         return result.verdict is Verdict.COMPILED
-    if case.expect == "passed":
-        return result.verdict is Verdict.PASSED
-    if case.expect in {v.value for v in Verdict}:
-        return result.verdict.value == case.expect
-    return result.verdict is Verdict.FAILED and case.expect in failed
+    if len(case.expect) == 1 and case.expect[0] in {v.value for v in Verdict}:
+        return result.verdict.value == case.expect[0]  # "passed" included
+    return result.verdict is Verdict.FAILED and set(case.expect) <= failed
 
 
 def describe(result: GradeResult) -> str:
@@ -104,19 +122,24 @@ def run_selftest(device: Device, jobs: int | None = None, only: list[str] | None
 
     launcher = default_launcher(sandbox=sandbox)  # fails early, with the fix, without bwrap
 
+    # gradings already run side by side: one runner each, so the host is not oversubscribed
+    lanes = 1 if jobs > 1 else None
+
     def run(case: Case) -> tuple[Case, GradeResult]:
         return case, grade(case.exercise, case.path, device, launcher=launcher,
-                           performance=False)  # verdicts only; bench times
+                           performance=False, lanes=lanes)  # verdicts only; bench times
 
     wrong = 0
     width = max(len(c.label) for c in cases)
+    expect_width = max(len(", ".join(c.expect)) for c in cases)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for case, result in pool.map(run, cases):
             ok = judge(case, result)
             wrong += not ok
             mark = "ok   " if ok else "WRONG"
-            print(f"{mark} {case.label:<{width}}  expect {case.expect:<26} got {describe(result)}"
-                  f"  [{result.duration_s:.1f} s]", flush=True)
+            expect = ", ".join(case.expect)
+            print(f"{mark} {case.label:<{width}}  expect {expect:<{expect_width}}  "
+                  f"got {describe(result)}  [{result.duration_s:.1f} s]", flush=True)
             if not ok:
                 print("      " + result.message.replace("\n", "\n      "))
                 for check in result.checks:

@@ -1,9 +1,11 @@
 """A grading slot: one device (the CPU interpreter or one GPU) taking one job at a time.
 
-After each job the slot checks itself: no process of the job left alive, and on
-a GPU its memory back to where it was when the slot started. A slot that fails
-the check is taken out of service with a log line; the pool (the server's
-queue) stops giving it jobs.
+A slot keeps ``warm`` runners ready (graders.pool), so a grading starts at once;
+the CLI's one-shot ``grade`` keeps none. After each job the slot checks itself: no
+process of the job left alive, and on a GPU its memory back to where it was when
+the slot's warm runners were last all in place. A slot that fails the check is
+taken out of service with a log line; the pool (the server's queue) stops giving
+it jobs.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from .checker import Grader
 from .launch import CloseReport
+from .pool import RunnerPool
 from .results import GradeResult
 from .sandbox import Limits, default_launcher
 from .spec import ExerciseSpec
@@ -53,25 +56,38 @@ def gpu_utilization_percent(index: int) -> int | None:
 
 class Slot:
     def __init__(self, name: str, device: Device, gpu_index: int | None = None,
-                 sandbox: bool = True, limits: Limits | None = None):
+                 sandbox: bool = True, limits: Limits | None = None, warm: int = 0):
         if device is Device.AUTO:
             raise ValueError("a slot has a definite device")
         self.name = name
         self.device = device
         self.gpu_index = gpu_index if device is Device.CUDA else None
         self.launcher = default_launcher(sandbox=sandbox, gpu_index=self.gpu_index, limits=limits)
+        self.pool = RunnerPool(device, self.launcher, warm=warm)
         self.healthy = True
         self.problem = ""
-        self.gpu_baseline_mib = (gpu_memory_used_mib(self.gpu_index)
-                                 if self.gpu_index is not None else None)
+        self.gpu_baseline_mib: int | None = None
+        self.pool.fill()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Wait for the warm runners, then take the GPU's memory as the baseline: they
+        hold their CUDA contexts, and after each job as many of them are waiting again."""
+        self.pool.wait_idle()
+        if self.gpu_index is not None:
+            self.gpu_baseline_mib = gpu_memory_used_mib(self.gpu_index)
 
     def grade(self, exercise: ExerciseSpec, submission: Path, **kwargs) -> GradeResult:
         if not self.healthy:
             raise SlotOutOfService(f"slot {self.name} is out of service: {self.problem}")
-        grader = Grader(exercise, submission, self.device, launcher=self.launcher, **kwargs)
+        grader = Grader(exercise, submission, self.device, pool=self.pool, **kwargs)
         result = grader.grade()
+        self.pool.wait_idle()  # the replacements are ready: memory is comparable again
         self.check_health(grader.close_report)
         return result
+
+    def close(self) -> None:
+        self.pool.close()
 
     def check_health(self, report: CloseReport | None) -> bool:
         problems = []

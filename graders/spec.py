@@ -19,6 +19,12 @@ from .perfinputs import KINDS, InputRecipe
 from .vocabulary import Device
 
 
+# Seconds a single call of the submission may take, its compiles included. On the H200 a
+# tiled softmax kernel compiles in under a second; 20 s leaves room for several kernels
+# and a busy host (docs/benchmarks.md). The CPU interpreter runs a program in ~3 ms.
+CALL_BUDGETS_S = {Device.CPU: 60.0, Device.CUDA: 20.0}
+
+
 class SpecError(Exception):
     """An exercise folder is malformed: a grader fault, never the student's."""
 
@@ -106,6 +112,8 @@ class ExerciseSpec:
     checks: tuple[CheckSpec, ...]
     tolerances: dict[str, Tolerance]
     timeouts_s: dict[Device, float]
+    call_budgets_s: dict[Device, float] = field(default_factory=lambda: dict(CALL_BUDGETS_S))
+    hints: dict[str, str] = field(default_factory=dict)  # exercise-wide, per symptom
     deadline: str | None = None
     languages: tuple[str, ...] = ("triton",)
     performance: PerformanceSpec | None = None
@@ -240,11 +248,16 @@ def load_spec(folder: Path) -> ExerciseSpec:
             Device.CPU: float(limits.get("cpu_timeout_s", 300)),
             Device.CUDA: float(limits.get("cuda_timeout_s", 300)),
         },
+        call_budgets_s={
+            Device.CPU: float(limits.get("cpu_call_budget_s", CALL_BUDGETS_S[Device.CPU])),
+            Device.CUDA: float(limits.get("cuda_call_budget_s", CALL_BUDGETS_S[Device.CUDA])),
+        },
+        hints={str(k): str(v) for k, v in raw.get("hints", {}).items()},
         deadline=raw.get("deadline"),
         languages=tuple(raw.get("languages", ["triton"])),
         performance=_load_performance(raw, entry_points, where),
         hip=_load_hip(raw, where),
         extra={k: v for k, v in raw.items() if k not in {
             "title", "summary", "entry_points", "attributes", "checks", "tolerance", "limits",
-            "deadline", "languages", "performance", "hip"}},
+            "deadline", "languages", "performance", "hip", "hints"}},
     )

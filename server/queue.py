@@ -3,8 +3,8 @@
 ``Dispatcher`` is the small interface the API talks to; ``LocalPool`` is the
 embedded default: one worker thread per slot (one per visible GPU, pinned to
 it, else one CPU-interpreter slot), each claiming the oldest queued submission
-with a guarded UPDATE, grading it through the graders' CLI and storing the
-result in one transaction. A distributed task engine for many GPU hosts slots
+with a guarded UPDATE, grading it through the slot's ``graders worker`` process
+(warm runners between jobs) and storing the result in one transaction. A distributed task engine for many GPU hosts slots
 in behind the same interface.
 
 Crash safety: a submission is committed before it is acknowledged; on start,
@@ -95,6 +95,7 @@ class LocalPool:
         with self._wake:
             self._stopping = True
             self._wake.notify_all()
+        self.client.close()
 
     def notify(self) -> None:
         with self._wake:
@@ -102,6 +103,7 @@ class LocalPool:
 
     # -- a slot's loop ----------------------------------------------------------------
     def _work(self, slot: SlotSpec) -> None:
+        self.client.warm_up(slot.device, slot.gpu_index)
         while not self._stopping and slot.in_service:
             try:
                 claimed = self._claim()

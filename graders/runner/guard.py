@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import blocks
+
 # aten overload packets that cannot compute a softmax: memory and metadata only
 ALLOWED_OPS = frozenset({
     # allocation and fills
@@ -117,6 +119,9 @@ def install_launch_counter() -> None:
             continue
 
         def run(self, *args, _original=original, **kwargs):
+            # which kernel any block shape seen next belongs to (graders.runner.blocks)
+            fn = getattr(self, "fn", None)
+            blocks.set_launch(getattr(fn, "__name__", ""), kwargs.get("num_warps"))
             if not kwargs.get("warmup", False) and _active:
                 state = _active[-1]
                 state.launches += 1

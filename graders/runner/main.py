@@ -3,7 +3,8 @@
 Protocol (``graders.protocol`` frames on two pipes the checker owns):
   hello          -> device, device name, versions
   known_answer   -> the row logsumexp of the array sent, from our own kernel
-  load           -> import the submission; report its attributes or the error
+  load           -> import the submission (its path in the header); report its
+                    attributes or the error
   call           -> call an entry point on the arrays sent; reply with the
                     outputs, the inputs as they are after the call, and the
                     number of Triton launches
@@ -11,6 +12,10 @@ Protocol (``graders.protocol`` frames on two pipes the checker owns):
                     copy of the same bytes (graders.runner.timing); raw times back
   perf_rows      -> the rows the checker picked from those timed calls
   bye            -> exit
+While a request is in flight the runner may send progress frames (a compile
+starting or done: graders.runner.progress); the checker only words messages with them.
+A runner is started before its submission is known (a warm runner waits, toolchain
+imported and known answer done); ``load`` names the file. One runner, one submission.
 The submission's own stdout and stderr go elsewhere and are never parsed.
 """
 
@@ -36,15 +41,14 @@ SUBMISSION_MODULE = "submission"
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="graders.runner")
-    p.add_argument("--submission", required=True)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--fds", required=True, help="READ,WRITE file descriptors of the channel")
     return p.parse_args(argv)
 
 
 class Runner:
-    def __init__(self, submission: str, device: str):
-        self.submission = os.path.abspath(submission)
+    def __init__(self, device: str):
+        self.submission = ""  # set by load
         self.requested_device = device
         self.module = None
         self.timed = None  # the last shape's timed outputs, until the checker has its rows
@@ -72,9 +76,13 @@ class Runner:
             raise RuntimeError("--device cuda, but torch sees no CUDA device")
         import triton
 
-        from . import guard
+        from . import blocks, guard, progress
 
         guard.install_launch_counter()
+        blocks.install()
+        if self.device == "cuda":
+            progress.install_compile_hooks()
+        self.blocks = blocks
         self.torch, self.triton, self.guard = torch, triton, guard
         from .timing import clock
 
@@ -126,8 +134,11 @@ class Runner:
             self.torch.cuda.synchronize()
         return {"ok": True}, [self.to_host(out)]
 
-    def load(self, entry_points: list[str], attributes: list[str],
+    def load(self, path: str, entry_points: list[str], attributes: list[str],
              hip: dict | None = None) -> dict[str, Any]:
+        if self.module is not None or self.submission:
+            return _error("grader_error", "this runner has already loaded a submission", None)
+        self.submission = os.path.abspath(path)
         if self.submission.endswith((".hip", ".cpp")):
             return self.load_hip(entry_points, hip or {})
         spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.submission)
@@ -196,6 +207,7 @@ class Runner:
         args = [_decode(v, tensors) for v in header.get("args", [])]
         kwargs = {k: _decode(v, tensors) for k, v in header.get("kwargs", {}).items()}
         state = self.guard.CallGuard(self.submission)
+        self.blocks.take_refusal()  # forget any refusal from before this call
         try:
             with self.guard.guarded_call(state, self.device):
                 result = fn(*args, **kwargs)
@@ -206,6 +218,10 @@ class Runner:
                 return _rejected(state), []
             if isinstance(exc, KeyboardInterrupt):
                 raise
+            refusal = self.blocks.take_refusal()
+            if refusal is not None:  # fails this check only: the run goes on
+                return _error("block_too_large", self.blocks.describe(refusal),
+                              self.student_line(exc)), []
             kind = _error_kind(exc)
             return _error(kind, _describe(exc), self.student_line(exc),
                           self.student_traceback(exc)), []
@@ -329,7 +345,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     read_fd, write_fd = (int(x) for x in args.fds.split(","))
     inbox, outbox = protocol.open_pair(read_fd, write_fd)
-    runner = Runner(args.submission, args.device)
+    from . import progress
+
+    progress.attach(outbox)
+    runner = Runner(args.device)
     try:
         runner.import_toolchain()
     except BaseException as exc:  # noqa: BLE001
@@ -350,8 +369,8 @@ def main(argv: list[str] | None = None) -> int:
             except BaseException as exc:  # noqa: BLE001
                 reply = _error("grader_error", f"known-answer kernel failed: {_describe(exc)}", None)
         elif op == "load":
-            reply = runner.load(msg.header["entry_points"], msg.header.get("attributes", []),
-                                msg.header.get("hip"))
+            reply = runner.load(str(msg.header.get("path", "")), msg.header["entry_points"],
+                                msg.header.get("attributes", []), msg.header.get("hip"))
         elif op == "call":
             reply, arrays = runner.call(msg.header, msg.arrays)
         elif op == "perf":

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The H200 runs behind issue 11's figures (docs/benchmarks.md, docs/verification.md).
+# Usage on the device machine, from the repo root: bash docs/experiments/gpu_run.sh PART
+# PART: latency | calibrate | tests | load. Results go to $OUT (or ./gpu-out).
+set -uo pipefail
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+# bubblewrap from Debian 12's .deb files, carried in .debs/ (the GPU image has none)
+if ! command -v bwrap >/dev/null && ls .debs/*.deb >/dev/null 2>&1; then
+  for f in .debs/*.deb; do dpkg -x "$f" /tmp/bw; done
+  export PATH=/tmp/bw/usr/bin:$PATH
+  export LD_LIBRARY_PATH=/tmp/bw/lib/x86_64-linux-gnu:/tmp/bw/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+# the server's packages for the load benchmark, carried as wheels in .whl/
+if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+fi
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
+python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)"
+case "$1" in
+  latency)
+    timeout 420 python3 docs/experiments/worker_latency.py --device cuda --repeat 12 --extra \
+      --out "$OUT/latency.json" 2>&1 | tee "$OUT/latency.log" ;;
+  calibrate)
+    timeout 280 python3 docs/experiments/block_limit.py --timeout 60 --out "$OUT/block_limit.md" \
+      2>&1 | tee "$OUT/block_limit.log" ;;
+  tests)
+    timeout 580 python3 -m pytest -q -m gpu -s tests/test_gpu.py 2>&1 | tee "$OUT/test_gpu.log" ;;
+  load)
+    timeout 580 python3 -m graders bench --load --device cuda --out "$OUT/load.md" 2>&1 | tee "$OUT/load.log" ;;
+esac

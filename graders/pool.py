@@ -1,0 +1,202 @@
+"""Runners made ready before their submission arrives.
+
+Starting a runner costs seconds: the sandbox, importing torch and Triton, creating the
+CUDA context, compiling the grader's own known-answer kernel. None of that depends on
+the submission, so a slot keeps a few runners ready (``RunnerPool(warm=N)``) and a
+grading takes them at once. Each runner still serves exactly one submission and is
+thrown away after it: a warm runner has run only trusted code.
+
+``prepare`` starts one runner and proves it: the runner says which device it got, and
+computes the row logsumexp of random input with the grader's own kernel, which the
+checker compares with its float64 answer. A runner that fails this is a grader fault.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .arrays import from_f64
+from .launch import Launcher, RunnerProcess, start_runner
+from .session import RunStopped, Session
+from .vocabulary import Device, Verdict
+
+log = logging.getLogger(__name__)
+KNOWN_ANSWER_RTOL = 1e-5
+PREPARE_TIMEOUT_S = 120.0  # starting and proving a runner; far more than it takes
+CPU_SECONDS = 900  # RLIMIT_CPU of a runner (its threads add up); the wall clock rules
+
+
+class GpuGate:
+    """Timing has the GPU to itself: warm runners being prepared touch the GPU (context,
+    known-answer kernel) only outside a timed phase. Many preparers may pass at once;
+    timing waits for those inside, and new ones wait for timing."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._sharing = 0
+        self._exclusive = False
+        self._waiting_exclusive = 0
+
+    @contextmanager
+    def shared(self):
+        with self._cond:
+            while self._exclusive or self._waiting_exclusive:
+                self._cond.wait()
+            self._sharing += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._sharing -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting_exclusive += 1
+            while self._exclusive or self._sharing:
+                self._cond.wait()
+            self._waiting_exclusive -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+@dataclass
+class ReadyRunner:
+    process: RunnerProcess
+    hello: dict[str, Any]
+    prepare_s: float  # how long starting and proving it took
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def known_answer(session: Session, rng: np.random.Generator) -> None:
+    x = rng.standard_normal((5, 300)) * 4
+    x32 = from_f64(x, "float32")
+    reply = session.request({"op": "known_answer"}, [x32], during="in the known-answer kernel",
+                            trusted=True)
+    ref = x32.to_f64()
+    m = ref.max(axis=1)
+    expected = m + np.log(np.exp(ref - m[:, None]).sum(axis=1))
+    got = reply.arrays[0].to_f64() if reply.arrays else np.full(5, np.nan)
+    if got.shape != expected.shape or not np.allclose(got, expected, rtol=KNOWN_ANSWER_RTOL,
+                                                      atol=0):
+        raise RunStopped(Verdict.GRADER_ERROR,
+                         "Triton computed the grader's own known-answer kernel wrong "
+                         f"(got {got[:3].tolist()}, expected {expected[:3].tolist()}): the "
+                         "toolchain is broken (triton 3.6's interpreter needs numpy < 2.3)")
+
+
+def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> ReadyRunner:
+    """Start a runner and prove its toolchain; raises RunStopped(grader_error) if it can't.
+    Its first GPU work (the CUDA context, the known-answer kernel) passes ``gate``."""
+    started = time.monotonic()
+    try:
+        runner = start_runner(device.value, CPU_SECONDS, launcher)
+    except OSError as exc:
+        raise RunStopped(Verdict.GRADER_ERROR, f"could not start the runner: {exc}") from None
+    runner.arm(PREPARE_TIMEOUT_S)
+    session = Session(runner, PREPARE_TIMEOUT_S, launcher.limits, launcher.sandboxed)
+    try:
+        hello = session.request({"op": "hello"}, during="while starting", trusted=True).header
+        hello_s = time.monotonic() - started
+        with gate.shared() if gate else nullcontext():
+            known_answer(session, np.random.default_rng(secrets.randbits(64)))
+    except RunStopped as stop:
+        runner.close()
+        if stop.verdict is Verdict.TIMEOUT:
+            stop = RunStopped(Verdict.GRADER_ERROR, f"a runner did not start: {stop.message}")
+        raise stop
+    runner.disarm()
+    total = time.monotonic() - started
+    return ReadyRunner(runner, dict(hello), total,
+                       {"runner_start_s": round(hello_s, 3),
+                        "known_answer_s": round(total - hello_s, 3)})
+
+
+class RunnerPool:
+    """Ready runners for one device and launcher. ``warm``: how many to keep ready.
+
+    ``take`` hands out a ready runner (or prepares one on the spot) and starts
+    replacing it in the background; ``gpu_gate.exclusive()`` keeps those replacements
+    off the GPU while a grading is timed. ``wait_idle`` blocks until none is being
+    prepared (the slot's health check compares memory with all of them in place).
+    """
+
+    def __init__(self, device: Device, launcher: Launcher, warm: int = 0):
+        self.device, self.launcher, self.warm = device, launcher, warm
+        self.gpu_gate = GpuGate()
+        self._ready: list[ReadyRunner] = []
+        self._preparing = 0
+        self._closed = False
+        self._failures = 0
+        self._cond = threading.Condition()
+
+    def fill(self) -> None:
+        """Start preparing runners until ``warm`` are ready or being prepared."""
+        with self._cond:
+            want = self.warm - len(self._ready) - self._preparing
+            if self._closed or want <= 0 or self._failures >= 3:
+                return  # three failures in a row: stop trying until a take succeeds
+            self._preparing += want
+        for _ in range(want):
+            threading.Thread(target=self._prepare_one, daemon=True, name="runner-prep").start()
+
+    def _prepare_one(self) -> None:
+        ready = None
+        try:
+            ready = prepare(self.device, self.launcher, self.gpu_gate)
+        except RunStopped as stop:
+            log.error("a warm runner failed to start: %s", stop.message)
+        with self._cond:
+            self._preparing -= 1
+            if ready is not None and not self._closed:
+                self._ready.append(ready)
+                self._failures = 0
+            elif ready is None:
+                self._failures += 1
+            self._cond.notify_all()
+        if ready is not None and self._closed:
+            ready.process.close()
+
+    def take(self) -> ReadyRunner:
+        with self._cond:
+            ready = self._ready.pop(0) if self._ready else None
+        if ready is None:
+            ready = prepare(self.device, self.launcher, self.gpu_gate)  # raises RunStopped
+            with self._cond:
+                self._failures = 0
+        else:
+            ready.phases = {"runner_start_s": 0.0, "known_answer_s": 0.0}  # done ahead
+        self.fill()
+        return ready
+
+    def wait_idle(self, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._preparing and time.monotonic() < deadline:
+                self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
+
+    @property
+    def ready_count(self) -> int:
+        with self._cond:
+            return len(self._ready)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            ready, self._ready = self._ready, []
+        for r in ready:
+            r.process.close()
