@@ -28,12 +28,12 @@ from .arrays import HostArray
 from .casekit import Call, CaseContext, CheckFailed
 from .judge import Failure
 from .launch import CloseReport, Launcher, RunnerProcess
-from .performance import TIMING_BUDGET_S, PerformanceRejected, PerformanceRun
+from .performance import TIMING_BUDGET_S, PerformanceRejected, PerformanceRun, timing_request
 from .pool import ReadyRunner, RunnerPool
 from .results import CheckResult, GradeResult
 from .sandbox import default_launcher
 from .session import CallOverrun, CallRefused, RunStopped, Session, overrun_message
-from .spec import CheckSpec, ExerciseSpec, SpecError
+from .spec import CheckSpec, ExerciseSpec, PerformanceSpec, SpecError
 from .vocabulary import Device, Language, Verdict
 
 
@@ -103,6 +103,7 @@ class _Lane:
     ready: ReadyRunner
     session: Session
     attributes: dict[str, Any]
+    warmed: bool = False  # the timed shapes' kernels are compiled in this runner
 
     @property
     def process(self) -> RunnerProcess:
@@ -158,6 +159,7 @@ class Grader:
         self._outputs: list[str] = []
         self._dropped = 0
         self._reports: list[CloseReport] = []
+        self._compile_s: dict[str, float] = {}  # per check, as the runners report it
 
     def rng(self, purpose: str) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(purpose.encode())])
@@ -285,9 +287,17 @@ class Grader:
                     return None
                 return todo.pop()
 
+        timed = self._timed_spec()
+        warm_first = [timed is not None and lanes > 1]  # one lane compiles for the timing
+
         def work() -> None:
             lane: _Lane | None = None
             try:
+                with self._lock:
+                    warm, warm_first[0] = warm_first[0], False
+                if warm:
+                    lane = self._open_lane(result)
+                    lane = self._warm_up(lane, timed, result)
                 while (item := next_check()) is not None:
                     index, check = item
                     if lane is None:
@@ -340,6 +350,8 @@ class Grader:
         for t in threads:
             t.join()
         result.phases["checks_s"] = round(time.monotonic() - checks_started, 3)
+        if self._compile_s:
+            result.phases["compile_reported"] = dict(self._compile_s)
         result.checks = [done[i] for i in sorted(done)]
         if self._compiled_only is not None:
             raise self._compiled_only
@@ -354,7 +366,8 @@ class Grader:
         if not self._wants_timing(failed):
             self._time(None, checks_module, result, bool(failed))
             return
-        # the runner that timed goes on alone: the others leave the GPU first
+        # the runner that compiled for the timing times; the others leave the GPU first
+        kept.sort(key=lambda k: not k.warmed)
         lane = kept[0] if kept else None
         for other in kept[1:]:
             self._close(other.process)
@@ -367,6 +380,37 @@ class Grader:
         finally:
             result.phases["timing_s"] = round(time.monotonic() - timing_started, 3)
 
+    def _timed_spec(self) -> PerformanceSpec | None:
+        """The graded shapes this submission is timed on, if it is timed at all."""
+        spec = self.exercise.performance
+        if spec is None or self.device is not Device.CUDA or not self.time_it:
+            return None
+        if self.language is Language.HIP:  # HIP takes float32 only
+            hip_dtypes = self.exercise.hip.dtypes
+            shapes = tuple(s for s in spec.shapes if all(r.dtype in hip_dtypes for r in s.inputs))
+            if not shapes:
+                return None
+            spec = dataclasses.replace(spec, shapes=shapes)
+        return spec
+
+    def _warm_up(self, lane: _Lane, spec: PerformanceSpec, result: GradeResult) -> _Lane | None:
+        """Compile the timed shapes' kernels in this lane while the others check. A runner
+        that overruns here is replaced; the overrun counts only when timing repeats it."""
+        started = time.monotonic()
+        for shape in spec.shapes:
+            request = {"op": "perf_warmup", **timing_request(shape, int(self.rng("warmup")
+                                                                           .integers(0, 2**31)))}
+            try:
+                lane.session.request(request, during=f"while compiling for {shape.label}",
+                                     budget_s=self.budget_s)
+            except CallOverrun:
+                self._close(lane.process)
+                return None
+        lane.warmed = True
+        with self._lock:
+            result.phases["timing_warmup_s"] = round(time.monotonic() - started, 3)
+        return lane
+
     def _wants_timing(self, failed: list[CheckResult]) -> bool:
         return (self.exercise.performance is not None and self.time_it and not failed
                 and self.device is Device.CUDA)
@@ -374,15 +418,9 @@ class Grader:
     def _time(self, session: Session | None, checks_module: ModuleType, result: GradeResult,
               failed: bool) -> None:
         """GPU only, and only for a submission that passed: correctness gates performance."""
-        spec = self.exercise.performance
-        if spec is None or result.device != Device.CUDA.value or not self.time_it:
+        spec = self._timed_spec()
+        if spec is None or result.device != Device.CUDA.value:
             return
-        if self.language is Language.HIP:  # HIP takes float32 only
-            hip_dtypes = self.exercise.hip.dtypes
-            shapes = tuple(s for s in spec.shapes if all(r.dtype in hip_dtypes for r in s.inputs))
-            if not shapes:
-                return
-            spec = dataclasses.replace(spec, shapes=shapes)
         if failed or session is None:
             result.performance = {"skipped": "a check failed, and correctness gates performance",
                                   "points": 0.0, "max_points": spec.points}
@@ -401,6 +439,23 @@ class Grader:
                 "points": 0.0, "max_points": spec.points}
 
     def _run_check(self, lane: _Lane, module: ModuleType, check: CheckSpec) -> CheckResult:
+        # compile seconds as the runner reports them: for the operator's breakdown only
+        compiled = [0.0]
+
+        def on_progress(event: dict[str, Any]) -> None:
+            if event.get("event") == "compiled" and isinstance(event.get("seconds"), (int, float)):
+                compiled[0] += min(float(event["seconds"]), 3600.0)
+
+        lane.session.on_progress = on_progress
+        try:
+            return self._judge_check(lane, module, check)
+        finally:
+            lane.session.on_progress = None
+            if compiled[0]:
+                with self._lock:
+                    self._compile_s[check.name] = round(compiled[0], 3)
+
+    def _judge_check(self, lane: _Lane, module: ModuleType, check: CheckSpec) -> CheckResult:
         device = Device(lane.ready.hello.get("device", self.device.value))
         ctx = CaseContext(check=check, params=dict(check.params[device]),
                           tolerances=self.exercise.tolerances, rng=self.rng(check.name),

@@ -255,3 +255,28 @@ def test_cli_exit_codes_and_list():
     proc = run_cli("grade", "safe_softmax", str(naive), "--device", "cpu")
     assert proc.returncode == 1
     assert "FAIL  poisoned_row" in proc.stdout
+
+
+# -- one program per row (the Triton tutorial's design): issue 11 ------------------------
+
+ROW_PER_PROGRAM = {  # fixture -> exactly the checks it fails, on the CPU and on a GPU alike
+    "row_per_program.py": {"long_rows"},
+    "row_per_program_naive_exp.py": {"long_rows", "poisoned_row", "underflow"},
+    "row_per_program_tail_zero.py": {"long_rows", "non_power_of_two_cols", "random_rows",
+                                     "poisoned_row", "tiny_rows", "underflow"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROW_PER_PROGRAM))
+def test_a_row_per_program_kernel_fails_long_rows_at_once_and_keeps_its_other_points(name):
+    """Its 131072-wide block is refused before anything compiles (the same words as on
+    a GPU); the checks it passed keep their points."""
+    path = REPO / "reference_solutions" / "safe_softmax" / "mutants" / name
+    result = grade(get_exercise("safe_softmax"), path, Device.CPU)
+    failed = {c.name for c in result.checks if not c.passed}
+    assert result.verdict is Verdict.FAILED and failed == ROW_PER_PROGRAM[name]
+    assert result.score == pytest.approx(sum(c.max_points for c in result.checks if c.passed))
+    long_rows = next(c for c in result.checks if c.name == "long_rows")
+    if name != "row_per_program_tail_zero.py":  # that one already fails at 10000 columns
+        assert "asked for a block of 131072 elements" in long_rows.message
+        assert "refused before compiling" in long_rows.message and "line " in long_rows.message

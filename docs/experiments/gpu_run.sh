@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 runs behind issue 11's figures (docs/benchmarks.md, docs/verification.md).
 # Usage on the device machine, from the repo root: bash docs/experiments/gpu_run.sh PART
-# PART: latency | calibrate | tests | load. Results go to $OUT (or ./gpu-out).
+# PART (one or more): latency | calibrate | tests | load. Results go to $OUT (or ./gpu-out).
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -18,15 +18,16 @@ fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)"
-case "$1" in
+for part in "$@"; do case "$part" in
   latency)
-    timeout 420 python3 docs/experiments/worker_latency.py --device cuda --repeat 12 --extra \
+    timeout ${LATENCY_TIMEOUT:-420} python3 docs/experiments/worker_latency.py --device cuda --repeat 12 --extra \
       --out "$OUT/latency.json" 2>&1 | tee "$OUT/latency.log" ;;
   calibrate)
     timeout 280 python3 docs/experiments/block_limit.py --timeout 60 --out "$OUT/block_limit.md" \
       2>&1 | tee "$OUT/block_limit.log" ;;
   tests)
-    timeout 580 python3 -m pytest -q -m gpu -s tests/test_gpu.py 2>&1 | tee "$OUT/test_gpu.log" ;;
+    timeout ${TESTS_TIMEOUT:-580} python3 -m pytest -q -m gpu -s -p no:cacheprovider tests/test_gpu.py \
+      ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee -a "$OUT/test_gpu.log" ;;
   load)
     timeout 580 python3 -m graders bench --load --device cuda --out "$OUT/load.md" 2>&1 | tee "$OUT/load.log" ;;
-esac
+esac; done

@@ -174,6 +174,33 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
     return reply, TimedRun(recipes, pool, outputs)
 
 
+def warm_up(runner, header: dict[str, Any], decode) -> dict[str, Any]:
+    """Compile what the timed shapes need, ahead of timing and untimed: the submission is
+    called on each shape's inputs (under the same guard) and nothing is kept. A failure
+    here is only counted: timing, if it comes, calls the same way and reports it."""
+    torch, guard = runner.torch, runner.guard
+    fn = getattr(runner.module, header["fn"])
+    recipes = [InputRecipe.from_json(d) for d in header["inputs"]]
+    inputs = [torch.empty((r.rows, r.cols), dtype=perfinputs.torch_dtype(torch, r.dtype),
+                          device="cuda") for r in recipes]
+    for j, (r, t) in enumerate(zip(recipes, inputs)):
+        perfinputs.fill(torch, t, r, perfinputs.call_seed(int(header["seed"]), -1, j))
+    args = [decode(v, inputs) for v in header.get("args", [])]
+    kwargs = {k: decode(v, inputs) for k, v in header.get("kwargs", {}).items()}
+    try:
+        with guard.guarded_call(guard.CallGuard(runner.submission), "cuda"):
+            fn(*args, **kwargs)
+        torch.cuda.synchronize()
+    except BaseException as exc:  # noqa: BLE001 - reported by the timing proper
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return {"ok": True, "warmed": False, "error": type(exc).__name__}
+    finally:
+        del inputs, args, kwargs
+        torch.cuda.empty_cache()
+    return {"ok": True, "warmed": True}
+
+
 def rows_of(runner, run: TimedRun, header: dict[str, Any]):
     """The rows the checker picked: outputs of timed calls, and inputs still in the pool."""
     out = []
