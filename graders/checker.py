@@ -110,6 +110,16 @@ class _Lane:
         return self.ready.process
 
 
+@dataclasses.dataclass
+class _Part:
+    """A check, or one shape of it (``params`` then holds that shape alone)."""
+
+    index: int  # the check's place in the spec
+    number: int  # the part's place in the check
+    check: CheckSpec
+    params: dict[str, Any] | None
+
+
 class _CompiledOnly(Exception):
     """HIP without a GPU: the file compiled, and nothing can run."""
 
@@ -273,19 +283,50 @@ class Grader:
             process.kill()
 
     # -- the run ------------------------------------------------------------------------
+    def _parts(self, lanes: int) -> list[_Part]:
+        """The units the lanes share. With several lanes, a check over several shapes is
+        run one shape at a time (its parts), so that no single check holds the run up;
+        with one lane every check is one part, as written."""
+        parts = []
+        for index, check in enumerate(self.checks):
+            params = check.params[self.device]
+            shapes = params.get("shapes")
+            if lanes > 1 and isinstance(shapes, list) and len(shapes) > 1:
+                parts += [_Part(index, j, check, {**params, "shapes": [shape]})
+                          for j, shape in enumerate(shapes)]
+            else:
+                parts.append(_Part(index, 0, check, None))
+        return parts
+
     def _run(self, checks_module: ModuleType, result: GradeResult) -> None:
-        todo = list(enumerate(self.checks))
-        todo.reverse()  # popped from the end: checks start in the spec's order
-        done: dict[int, CheckResult] = {}
         lanes = max(1, min(self.lanes, len(self.checks)))
+        todo = self._parts(lanes)
+        todo.reverse()  # popped from the end: checks start in the spec's order
+        parts_left = {i: sum(1 for p in todo if p.index == i) for i in range(len(self.checks))}
+        part_results: dict[int, dict[int, CheckResult]] = {}
+        done: dict[int, CheckResult] = {}
         kept: list[_Lane] = []
         checks_started = time.monotonic()
 
-        def next_check() -> tuple[int, CheckSpec] | None:
+        def next_check() -> _Part | None:
             with self._lock:
                 if self._stop is not None or not todo:
                     return None
                 return todo.pop()
+
+        def finish(part: _Part, outcome: CheckResult, seconds: float) -> CheckResult | None:
+            """Record a part; the check's result once its last part is in."""
+            with self._lock:
+                part_results.setdefault(part.index, {})[part.number] = outcome
+                checks = result.phases.setdefault("checks", {})
+                checks[part.check.name] = round(checks.get(part.check.name, 0.0) + seconds, 3)
+                parts_left[part.index] -= 1
+                if parts_left[part.index]:
+                    return None
+                outcomes = [part_results[part.index][j] for j in sorted(part_results[part.index])]
+                failed = [o for o in outcomes if not o.passed]
+                done[part.index] = failed[0] if failed else outcomes[0]
+                return done[part.index]
 
         timed = self._timed_spec()
         warm_first = [timed is not None and lanes > 1]  # one lane compiles for the timing
@@ -298,13 +339,13 @@ class Grader:
                 if warm:
                     lane = self._open_lane(result)
                     lane = self._warm_up(lane, timed, result)
-                while (item := next_check()) is not None:
-                    index, check = item
+                while (part := next_check()) is not None:
+                    check = part.check
                     if lane is None:
                         lane = self._open_lane(result)
                     began = time.monotonic()
                     try:
-                        outcome = self._run_check(lane, checks_module, check)
+                        outcome = self._run_check(lane, checks_module, part)
                     except _Overran as over:
                         outcome = over.result
                         self._close(lane.process)
@@ -318,12 +359,9 @@ class Grader:
                                 f"{self.budget_s:g} s budget (the last: {outcome.message}); "
                                 "the run was stopped, and the checks already passed keep "
                                 "their points"))
-                    with self._lock:
-                        done[index] = outcome
-                        result.phases.setdefault("checks", {})[check.name] = round(
-                            time.monotonic() - began, 3)
-                    if self.on_check:
-                        self.on_check(outcome)
+                    complete = finish(part, outcome, time.monotonic() - began)
+                    if complete is not None and self.on_check:
+                        self.on_check(complete)
             except _LaneStopped:
                 pass
             except (RunStopped, _CompiledOnly) as stop:
@@ -438,7 +476,8 @@ class Grader:
                 "skipped": overrun_message(over, over.during.removeprefix("while timing ")),
                 "points": 0.0, "max_points": spec.points}
 
-    def _run_check(self, lane: _Lane, module: ModuleType, check: CheckSpec) -> CheckResult:
+    def _run_check(self, lane: _Lane, module: ModuleType, part: _Part) -> CheckResult:
+        check = part.check
         # compile seconds as the runner reports them: for the operator's breakdown only
         compiled = [0.0]
 
@@ -448,17 +487,21 @@ class Grader:
 
         lane.session.on_progress = on_progress
         try:
-            return self._judge_check(lane, module, check)
+            return self._judge_check(lane, module, part)
         finally:
             lane.session.on_progress = None
             if compiled[0]:
                 with self._lock:
-                    self._compile_s[check.name] = round(compiled[0], 3)
+                    self._compile_s[check.name] = round(
+                        self._compile_s.get(check.name, 0.0) + compiled[0], 3)
 
-    def _judge_check(self, lane: _Lane, module: ModuleType, check: CheckSpec) -> CheckResult:
+    def _judge_check(self, lane: _Lane, module: ModuleType, part: _Part) -> CheckResult:
+        check = part.check
         device = Device(lane.ready.hello.get("device", self.device.value))
-        ctx = CaseContext(check=check, params=dict(check.params[device]),
-                          tolerances=self.exercise.tolerances, rng=self.rng(check.name),
+        params = part.params if part.params is not None else check.params[device]
+        rng = self.rng(check.name if part.params is None else f"{check.name}/{part.number}")
+        ctx = CaseContext(check=check, params=dict(params),
+                          tolerances=self.exercise.tolerances, rng=rng,
                           device=device.value, attributes=lane.attributes,
                           data=self.exercise.extra)
         try:

@@ -280,3 +280,15 @@ def test_a_row_per_program_kernel_fails_long_rows_at_once_and_keeps_its_other_po
     if name != "row_per_program_tail_zero.py":  # that one already fails at 10000 columns
         assert "asked for a block of 131072 elements" in long_rows.message
         assert "refused before compiling" in long_rows.message and "line " in long_rows.message
+
+
+def test_checks_split_over_lanes_judge_as_one_lane_does():
+    """With several lanes a check's shapes run as parts in parallel runners; the verdict,
+    the failing checks and the points are those of the one-lane run."""
+    path = REPO / "reference_solutions" / "safe_softmax" / "mutants" / "row_per_program_naive_exp.py"
+    one = grade(get_exercise("safe_softmax"), path, Device.CPU, lanes=1)
+    three = grade(get_exercise("safe_softmax"), path, Device.CPU, lanes=3)
+    assert [(c.name, c.passed, c.points) for c in one.checks] == \
+        [(c.name, c.passed, c.points) for c in three.checks]
+    assert one.verdict is three.verdict is Verdict.FAILED and one.score == three.score
+    assert set(three.phases["checks"]) == {c.name for c in three.checks}
