@@ -217,9 +217,13 @@ class Grader:
         return result
 
     # -- runners --------------------------------------------------------------------------
-    def _open_lane(self, result: GradeResult) -> _Lane:
-        """A ready runner, armed with the run's deadline, with the submission loaded."""
-        ready = self.pool.take()
+    def _open_lane(self, result: GradeResult, extra: bool = False) -> _Lane | None:
+        """A ready runner, armed with the run's deadline, with the submission loaded.
+        ``extra``: a lane beyond the first takes only a runner that is ready now (None
+        if there is none); starting one cold would take longer than the checks."""
+        ready = self.pool.take_ready() if extra and self.pool.warm else self.pool.take()
+        if ready is None:
+            return None
         process = ready.process
         with self._lock:
             self._open.append(process)
@@ -331,13 +335,17 @@ class Grader:
         timed = self._timed_spec()
         warm_first = [timed is not None and lanes > 1]  # one lane compiles for the timing
 
-        def work() -> None:
+        def work(number: int) -> None:
             lane: _Lane | None = None
             try:
+                if number:  # lanes beyond the first run only on runners that are ready
+                    lane = self._open_lane(result, extra=True)
+                    if lane is None:
+                        return
                 with self._lock:
                     warm, warm_first[0] = warm_first[0], False
                 if warm:
-                    lane = self._open_lane(result)
+                    lane = lane or self._open_lane(result)
                     lane = self._warm_up(lane, timed, result)
                 while (part := next_check()) is not None:
                     check = part.check
@@ -381,7 +389,7 @@ class Grader:
                         kept.append(lane)
 
         self._compiled_only: _CompiledOnly | None = None
-        threads = [threading.Thread(target=work, name=f"lane-{i}", daemon=True)
+        threads = [threading.Thread(target=work, args=(i,), name=f"lane-{i}", daemon=True)
                    for i in range(lanes)]
         for t in threads:
             t.start()
