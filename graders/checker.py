@@ -141,7 +141,8 @@ class Grader:
                  launcher: Launcher | None = None, timeout_s: float | None = None,
                  seed: int | None = None, performance: bool = True,
                  pool: RunnerPool | None = None, lanes: int | None = None,
-                 on_check: Callable[[CheckResult], None] | None = None):
+                 on_check: Callable[[CheckResult], None] | None = None,
+                 call_budget_s: float | None = None):
         self.exercise = exercise
         self.time_it = performance  # False: correctness only (selftest, many jobs on one GPU)
         self.submission = submission.resolve()
@@ -156,7 +157,7 @@ class Grader:
         self.lanes = lanes or default_lanes(self.device)
         self.timeout_s = timeout_s or exercise.timeouts_s[
             Device.CUDA if self.device == Device.CUDA else Device.CPU]
-        self.budget_s = exercise.call_budgets_s[
+        self.budget_s = call_budget_s or exercise.call_budgets_s[
             Device.CUDA if self.device == Device.CUDA else Device.CPU]
         self.on_check = on_check
         self.close_report: CloseReport | None = None

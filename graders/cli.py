@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu-index", type=int, default=0, help="the GPU this grading may use")
     g.add_argument("--no-timing", action="store_true",
                    help="on a GPU, check correctness only (no performance points)")
+    g.add_argument("--call-budget", type=float, default=None,
+                   help="seconds one call may take, compiles included (default: the "
+                        "exercise's, 20 on a GPU and 60 on the CPU)")
     g.add_argument("--lanes", type=int, default=None,
                    help="runners sharing the checks (default: 4 on a GPU, 1 on the CPU)")
 
@@ -160,7 +163,8 @@ def _grade(args: argparse.Namespace) -> int:
     slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)
     result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed,
-                        performance=not args.no_timing, lanes=args.lanes)
+                        performance=not args.no_timing, lanes=args.lanes,
+                        call_budget_s=args.call_budget)
     if args.json:
         # the slot's health rides along for the server's pool; it is not part of the result
         print(json.dumps({**result.to_json(),

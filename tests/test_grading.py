@@ -1,6 +1,7 @@
 """End to end on the CPU interpreter: a real runner process grades real files."""
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -292,3 +293,55 @@ def test_checks_split_over_lanes_judge_as_one_lane_does():
         [(c.name, c.passed, c.points) for c in three.checks]
     assert one.verdict is three.verdict is Verdict.FAILED and one.score == three.score
     assert set(three.phases["checks"]) == {c.name for c in three.checks}
+
+
+# -- budgets per call: issue 11 ------------------------------------------------------------
+
+def hangs_on(cols: int) -> str:
+    """A good kernel whose wrapper never returns for rows of ``cols`` columns."""
+    return safe(f"    if x.shape[1] == {cols}:\n        while True:\n            pass\n"
+                "    y = torch.empty_like(x)\n    launch(x, y)\n    return y\n")
+
+
+def test_a_call_past_its_budget_fails_its_check_and_the_others_still_run(grade_source):
+    started = time.monotonic()
+    result = grade_source("safe_softmax", hangs_on(1500), call_budget_s=3)  # only there
+    by_name = {c.name: c for c in result.checks}
+    assert result.verdict is Verdict.FAILED
+    assert [c.name for c in result.checks if not c.passed] == ["non_power_of_two_cols"]
+    message = by_name["non_power_of_two_cols"].message
+    assert "softmax(2×1500 float32) was still running after 3 s" in message
+    assert all(c.ran for c in result.checks)  # the runner was replaced; the rest ran
+    assert result.score == 100 - by_name["non_power_of_two_cols"].max_points
+    assert time.monotonic() - started < 30
+
+
+def test_a_second_overrun_ends_the_run_as_timeout_keeping_earned_points(grade_source):
+    result = grade_source("safe_softmax", hangs_on(1000), call_budget_s=3)  # two checks
+    assert result.verdict is Verdict.TIMEOUT
+    assert "2 calls ran past their 3 s budget" in result.message
+    passed = [c for c in result.checks if c.passed]
+    assert passed and result.score == pytest.approx(sum(c.points for c in passed))
+    assert result.duration_s < 30
+
+
+def test_the_worker_grades_jobs_from_json_lines_on_warm_runners(tmp_path):
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text(GOOD)
+    bad.write_text("def softmax(x:\n")
+    jobs = "".join(json.dumps({"id": i, "exercise": "safe_softmax", "file": str(p)}) + "\n"
+                   for i, p in enumerate([good, bad, good]))
+    jobs += "not json\n"
+    proc = subprocess.run([sys.executable, "-m", "graders", "worker", "--device", "cpu",
+                           "--warm", "2"], input=jobs, capture_output=True, text=True,
+                          cwd=REPO, timeout=240)
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert lines[0]["ready"] is True and lines[0]["warm"] == 2
+    answers = lines[1:]
+    assert [a["id"] for a in answers] == [0, 1, 2, None]
+    assert answers[0]["result"]["verdict"] == "passed" and answers[0]["slot"]["healthy"]
+    assert answers[1]["result"]["verdict"] == "compile_error"
+    assert answers[0]["result"]["phases"]["runner_start_s"] == 0.0  # a runner made ahead
+    assert answers[2]["result"]["verdict"] == "passed"
+    assert "bad job line" in answers[3]["error"]
