@@ -123,7 +123,7 @@ class CloseReport:
     all_killed: bool
 
 
-@dataclass
+@dataclass(eq=False)  # one process, one object: compared by identity
 class RunnerProcess:
     proc: subprocess.Popen
     to_runner: BinaryIO
