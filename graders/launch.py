@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Protocol
 
 from . import protocol
-from .cgroups import JobCgroup
+from . import jobuids
+from .cgroups import JobCgroup, cgroups_disabled
 from .runner.main import BOOT
 from .sandbox import Limits
 
@@ -42,10 +43,12 @@ _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "NCCL_NVLS_ENAB
                     "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
                     "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
-# Runs between the launcher and the runner: joins the cgroup, sets rlimits, execs.
+# Runs between the launcher and the runner: joins the cgroup, sets rlimits, becomes the
+# job's own uid where there is one (graders/jobuids.py), execs.
 _SHIM = (
     "import os, resource, sys\n"
     "n = int(sys.argv[1]); files = sys.argv[2:2 + n]; limits = sys.argv[2 + n]\n"
+    "uid = sys.argv[3 + n]\n"
     "for f in files:\n"
     "    try:\n"
     "        with open(f, 'w') as fh: fh.write(str(os.getpid()))\n"
@@ -53,7 +56,9 @@ _SHIM = (
     "for item in filter(None, limits.split(',')):\n"
     "    name, value = item.split('=')\n"
     "    resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
-    "os.execvp(sys.argv[3 + n], sys.argv[3 + n:])\n"
+    "if uid:\n"
+    "    u = int(uid); os.setgroups([]); os.setresgid(u, u, u); os.setresuid(u, u, u)\n"
+    "os.execvp(sys.argv[4 + n], sys.argv[4 + n:])\n"
 )
 
 
@@ -132,6 +137,7 @@ class RunnerProcess:
     job: RunnerJob
     launcher: Launcher
     cgroup: JobCgroup | None
+    job_uid: int | None = None  # the runner's own uid, where no cgroup caps its processes
     output: CappedOutput | None = None
     killed_at_deadline: bool = False
     over_budget: bool = False  # killed because the call in flight outran its budget
@@ -160,6 +166,8 @@ class RunnerProcess:
             pass
         if self.cgroup:
             self.cgroup.kill_all(wait_s=0)
+        if self.job_uid is not None:
+            jobuids.kill_uid(self.job_uid, wait_s=0)
 
     def _on_deadline(self) -> None:
         self.killed_at_deadline = True
@@ -232,11 +240,21 @@ class RunnerProcess:
                 log.warning("job left %d processes behind; killed: %s", len(leftovers),
                             report.all_killed)
             self.cgroup.remove()
+        elif self.job_uid is not None:
+            deadline = time.monotonic() + 2.0  # dying processes linger briefly
+            while (leftovers := jobuids.processes_of(self.job_uid)) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.05)
+            report = CloseReport(len(leftovers), self.launcher.job_uids.release(self.job_uid))
+            if leftovers:
+                log.warning("job uid %d left %d processes behind; killed: %s", self.job_uid,
+                            len(leftovers), report.all_killed)
         self.workdir.cleanup()
         return report
 
 
-def _rlimits(limits: Limits, timeout_s: float, device: str, has_cgroup: bool) -> str:
+def _rlimits(limits: Limits, timeout_s: float, device: str, has_cgroup: bool,
+             job_uid: int | None = None) -> str:
     items = {
         "RLIMIT_CPU": int(timeout_s) + limits.cpu_seconds_margin,
         "RLIMIT_FSIZE": limits.file_bytes,
@@ -245,7 +263,9 @@ def _rlimits(limits: Limits, timeout_s: float, device: str, has_cgroup: bool) ->
     if not has_cgroup:
         if device == "cpu":  # never on a GPU: an address-space limit breaks CUDA
             items["RLIMIT_AS"] = limits.memory_bytes * 2
-        if os.geteuid() != 0:  # root is not held by RLIMIT_NPROC anyway
+        if job_uid is not None:  # the uid is the runner's alone: the cgroup's task cap
+            items["RLIMIT_NPROC"] = limits.max_pids
+        elif os.geteuid() != 0:  # root is not held by RLIMIT_NPROC at all
             soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
             items["RLIMIT_NPROC"] = soft if soft != resource.RLIM_INFINITY else 4096
     return ",".join(f"{k}={v}" for k, v in items.items())
@@ -304,10 +324,14 @@ def start_runner(device: str, timeout_s: float, launcher: Launcher,
     os.chmod(job.workdir, 0o755)
     os.chmod(job.inbox, 0o755)
     command, env = launcher.command(job)
-    cgroup = JobCgroup.create(limits.memory_bytes, limits.max_pids)
+    cgroup = None if cgroups_disabled() else JobCgroup.create(limits.memory_bytes,
+                                                               limits.max_pids)
+    uids = getattr(launcher, "job_uids", None)
+    job_uid = uids.acquire() if cgroup is None and uids is not None else None
     procs = cgroup.procs_files if cgroup else []
     shim = [sys.executable, "-I", "-c", _SHIM, str(len(procs)), *procs,
-            _rlimits(limits, timeout_s, device, cgroup is not None)]
+            _rlimits(limits, timeout_s, device, cgroup is not None, job_uid),
+            "" if job_uid is None else str(job_uid)]
     try:
         proc = _spawn(
             shim + command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -319,6 +343,8 @@ def start_runner(device: str, timeout_s: float, launcher: Launcher,
             os.close(fd)
         if cgroup:
             cgroup.remove()
+        if job_uid is not None:
+            uids.release(job_uid)
         workdir.cleanup()
         raise
     os.close(to_runner_r)
@@ -331,6 +357,7 @@ def start_runner(device: str, timeout_s: float, launcher: Launcher,
         job=job,
         launcher=launcher,
         cgroup=cgroup,
+        job_uid=job_uid,
     )
     runner.output = CappedOutput(proc.stdout, limits.output_keep_bytes, limits.output_max_bytes,
                                  on_flood=runner.kill)

@@ -23,9 +23,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from . import jobuids
+from .cgroups import cgroups_disabled, cgroups_usable
+from .jobuids import JobUids
 
 log = logging.getLogger(__name__)
 SANDBOX_ROOT = "/grader"  # the graders package, read-only
@@ -122,6 +127,59 @@ def _gpu_binds(gpu_index: int) -> list[str]:
     return args
 
 
+NO_PROCESS_CAP = (
+    "the grader has no way to cap a job's processes here, and it runs no submission without "
+    "one: it cannot make a job cgroup with the pids controller ({why}), and it is not root, so "
+    "it cannot run each job as a uid of its own. Run it as root (each runner then gets a uid "
+    "of its own, held by RLIMIT_NPROC), or delegate a cgroup v2 subtree with the memory and "
+    "pids controllers to it (systemd: Delegate=yes). --no-sandbox grades your own code only."
+)
+
+
+def _process_cap(launcher: "BwrapLauncher") -> JobUids | None:
+    """How a job's processes are capped here: None for a job cgroup (pids.max), else the
+    job uids (graders/jobuids.py), proven to run the sandbox. Refuses where neither works."""
+    if cgroups_usable():
+        return None
+    if not jobuids.needed():
+        why = ("GRADERS_NO_CGROUP is set" if cgroups_disabled()
+               else "no writable cgroup with the memory and pids controllers")
+        raise SandboxUnavailable(NO_PROCESS_CAP.format(why=why))
+    uids = JobUids()
+    _probe_as_job_uid(launcher, uids)
+    return uids
+
+
+def _probe_as_job_uid(launcher: "BwrapLauncher", uids: JobUids) -> None:
+    """Start the sandbox as a job uid once, with the real binds, and import what the runner
+    imports first: the uid must be able to read the Python environment and the graders."""
+    from .launch import _SHIM, RunnerJob
+
+    uid = uids.acquire()
+    try:
+        with tempfile.TemporaryDirectory(prefix="graders-probe-") as tmp:
+            os.chmod(tmp, 0o755)
+            job = RunnerJob(python=sys.executable, device="cpu", fds=(0, 1), workdir=Path(tmp),
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+            job.inbox.mkdir()
+            os.chmod(job.inbox, 0o755)
+            args, env = launcher.sandbox_args(job)
+            probe = [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, "
+                     f"{SANDBOX_ROOT!r}); import numpy, graders.protocol"]
+            proc = subprocess.run([sys.executable, "-I", "-c", _SHIM, "0", "", str(uid),
+                                   *args, *probe], env=env, capture_output=True, text=True,
+                                  timeout=120, cwd=tmp)
+    finally:
+        uids.release(uid)
+    if proc.returncode != 0:
+        raise SandboxUnavailable(
+            f"the sandbox does not start as a job uid ({uid}): {proc.stderr.strip()[-600:]}. "
+            "The grader runs each job as a uid of its own where it has no job cgroup; that uid "
+            "must be able to create user namespaces and read the graders' Python environment "
+            "and repository (chmod o+rx on their folders), or give the grader a cgroup with "
+            "the pids controller")
+
+
 class BwrapLauncher:
     """Runs the runner inside bubblewrap. ``gpu_index`` None means no GPU at all."""
 
@@ -132,8 +190,15 @@ class BwrapLauncher:
         self.flags = _probe(self.bwrap)
         self.gpu_index = gpu_index
         self.limits = limits or Limits()
+        # None: job cgroups cap processes; else each runner runs as a uid of its own
+        self.job_uids: JobUids | None = _process_cap(self)
 
     def command(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
+        args, env = self.sandbox_args(job)
+        return args + job.runner_argv(SANDBOX_ROOT), env
+
+    def sandbox_args(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
+        """The bubblewrap command up to the program it runs, and its environment."""
         from .registry import REPO_ROOT
 
         # torch and triton look up the user's name: give uid 65534 one, and nothing more
@@ -156,7 +221,7 @@ class BwrapLauncher:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
-        return args + job.runner_argv(SANDBOX_ROOT), env
+        return args, env
 
     def inbox_path(self, job: "RunnerJob", filename: str) -> str:  # noqa: F821
         return f"{SANDBOX_INBOX}/{filename}"

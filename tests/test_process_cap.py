@@ -1,0 +1,136 @@
+"""A root grader without a job cgroup (issue 12): each runner gets a uid of its own.
+
+The H200 machine runs the grader as root with no delegated cgroup; there a fork bomb ran
+its full 300 s and starved everything beside it. These tests force that path here
+(GRADERS_NO_CGROUP=1) and grade a fork bomb next to the reference.
+"""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from graders import jobuids
+from graders.checker import grade
+from graders.registry import get_exercise
+from graders.sandbox import BwrapLauncher, SandboxUnavailable, default_launcher
+from graders.vocabulary import Device, Verdict
+from test_grading import GOOD, SAFE_KERNEL
+
+FORK_BOMB = SAFE_KERNEL + "\n\ndef softmax(x):\n    import os\n    while True:\n        os.fork()\n"
+MARKER = "graders-uid-daemon-31337"
+DAEMON = SAFE_KERNEL + f'''
+
+def softmax(x):
+    import os
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["sleep", "{MARKER}"])
+        os._exit(0)
+    return x.clone()
+'''
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="job uids need a root grader")
+
+
+def _traversable(paths):
+    """Give other users passage (o+x) through the folders above ``paths``; what to undo.
+
+    The job uid must read the graders' Python environment and the repository. On CI they
+    live under /root (0700); a deployment installs them where others may read.
+    """
+    changed = {}
+    for path in paths:
+        for folder in [Path(path), *Path(path).parents]:
+            try:
+                mode = folder.stat().st_mode
+            except OSError:
+                continue
+            if folder.is_dir() and not mode & 0o001 and folder not in changed:
+                changed[folder] = mode
+                os.chmod(folder, mode | 0o001)
+    return changed
+
+
+@pytest.fixture
+def no_cgroup(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADERS_NO_CGROUP", "1")
+    monkeypatch.setattr(jobuids, "LOCK_DIR", tmp_path / "uid-locks")
+    changed = _traversable([sys.prefix, sys.base_prefix, os.path.realpath(sys.executable),
+                            str(REPO), str(tmp_path)])
+    yield
+    for folder, mode in changed.items():
+        os.chmod(folder, mode & 0o7777)
+
+
+def _uid_processes() -> list[int]:
+    return [pid for uid in range(jobuids.UID_BASE, jobuids.UID_BASE + jobuids.UID_COUNT)
+            for pid in jobuids.processes_of(uid)]
+
+
+def test_a_fork_bomb_beside_the_reference_is_contained_by_its_uid(no_cgroup, tmp_path):
+    launcher = default_launcher(sandbox=True, gpu_index=None)
+    assert launcher.job_uids is not None  # no cgroup here: the uid path
+    (tmp_path / "bomb").mkdir()
+    (tmp_path / "good").mkdir()
+    bomb, good = tmp_path / "bomb" / "submission.py", tmp_path / "good" / "submission.py"
+    bomb.write_text(FORK_BOMB)
+    good.write_text(GOOD)
+    results = {}
+
+    def run(name, path):
+        started = time.monotonic()
+        results[name] = (grade(get_exercise("safe_softmax"), path, Device.CPU,
+                               launcher=launcher, timeout_s=60), time.monotonic() - started)
+
+    threads = [threading.Thread(target=run, args=("bomb", bomb)),
+               threading.Thread(target=run, args=("good", good))]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    # the host can still fork while the bomb is at its cap
+    assert subprocess.run(["true"], timeout=10).returncode == 0
+    for t in threads:
+        t.join(timeout=120)
+    (bomb_result, bomb_s), (good_result, _) = results["bomb"], results["good"]
+    print(f"\nfork bomb: {bomb_result.verdict.value} in {bomb_s:.1f} s: "
+          f"{bomb_result.message[:120]}\nreference beside it: {good_result.verdict.value}")
+    assert good_result.verdict is Verdict.PASSED, good_result.message
+    assert bomb_result.verdict in {Verdict.RUNTIME_ERROR, Verdict.REJECTED, Verdict.TIMEOUT}
+    assert bomb_s <= 60
+    assert _uid_processes() == [], "a job uid kept processes after its job"
+
+
+def test_a_double_forked_daemon_dies_with_its_uid(no_cgroup, tmp_path):
+    launcher = default_launcher(sandbox=True, gpu_index=None)
+    path = tmp_path / "submission.py"
+    path.write_text(DAEMON)
+    grade(get_exercise("safe_softmax"), path, Device.CPU, launcher=launcher, timeout_s=60)
+    assert _with_marker() == [] and _uid_processes() == []
+
+
+def _with_marker() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and MARKER.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_without_root_or_a_cgroup_the_sandbox_refuses_and_says_what_is_missing(monkeypatch):
+    monkeypatch.setenv("GRADERS_NO_CGROUP", "1")
+    monkeypatch.setattr(jobuids, "needed", lambda: False)
+    with pytest.raises(SandboxUnavailable) as refused:
+        BwrapLauncher()
+    message = str(refused.value)
+    assert "cannot make a job cgroup with the pids controller" in message
+    assert "not root" in message and "Delegate=yes" in message
