@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import select
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -73,6 +74,17 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     for module in (submissions, exercises, leaderboard, admin, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
+
+    # the last line of defence: input that broke a parser or an encoder below our own
+    # checks (FastAPI parsing a body nested too deep, say) is the client's, and a 400
+    @app.exception_handler(RecursionError)
+    @app.exception_handler(UnicodeError)
+    @app.exception_handler(OverflowError)
+    async def bad_input(request: Request, exc: Exception):
+        log.warning("bad input on %s: %s", request.url.path, type(exc).__name__)
+        return JSONResponse(status_code=400, content={
+            "detail": f"the request could not be read ({type(exc).__name__}): too deep, not "
+                      "valid Unicode, or a number out of range"})
 
     @app.exception_handler(StarletteHTTPException)
     async def pages_get_pages(request: Request, exc: StarletteHTTPException):

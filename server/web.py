@@ -8,6 +8,7 @@ submission page polls for its result.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from .api.admin import _upsert, roster_from_csv
 from .api.common import exercise_or_error, iso
+from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, get_db, user_for_token
 from .models import Flag, Role, Status, Submission, User
 from .services import Refused, accept_submission, deadline_of, leaderboard, requeue, submissions_query
@@ -145,7 +147,7 @@ async def submit_page(name: str, request: Request, source: str = Form(""),
 # -- submissions ----------------------------------------------------------------------------
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-def submission_page(submission_id: int, request: Request, user: User = Depends(signed_in),
+def submission_page(submission_id: DbId, request: Request, user: User = Depends(signed_in),
                     db: Session = Depends(get_db)):
     s = db.get(Submission, submission_id)
     if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
@@ -197,7 +199,7 @@ def admin_page(request: Request, exercise: str = "", student: str = "", verdict:
 
 
 @router.get("/admin/source/{submission_id}", response_class=HTMLResponse)
-def admin_source(submission_id: int, request: Request, user: User = Depends(instructor_page),
+def admin_source(submission_id: DbId, request: Request, user: User = Depends(instructor_page),
                  db: Session = Depends(get_db)):
     s = db.get(Submission, submission_id)
     if s is None:
@@ -206,23 +208,35 @@ def admin_source(submission_id: int, request: Request, user: User = Depends(inst
 
 
 @router.post("/admin/regrade")
-def admin_regrade(request: Request, submission_id: int | None = Form(None),
+def admin_regrade(request: Request, submission_id: int | None = Form(None, ge=1, le=MAX_ID),
                   exercise: str = Form(""), user: User = Depends(instructor_page),
                   db: Session = Depends(get_db)):
     requeue(db, submission_id, None if submission_id else exercise)
     request.app.state.dispatcher.notify()
-    return RedirectResponse(request.headers.get("referer") or "/admin", status_code=303)
+    return RedirectResponse(back_to(request, "/admin"), status_code=303)
+
+
+def back_to(request: Request, default: str) -> str:
+    """Where the page that posted came from, if it is one of ours; else ``default``.
+    A Referer is the browser's word: another site's address is never followed."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    ours = urlsplit(str(request.base_url))
+    if referer.scheme in ("http", "https") and referer.netloc == ours.netloc \
+            and referer.path.startswith("/") and not referer.path.startswith("//"):
+        return referer.path + (f"?{referer.query}" if referer.query else "")
+    return default
 
 
 @router.post("/admin/flag")
-def admin_flag(request: Request, submission_id: int = Form(...), flag: str = Form(...),
+def admin_flag(request: Request, submission_id: int = Form(..., ge=1, le=MAX_ID),
+               flag: FlagName = Form(...),
                user: User = Depends(instructor_page), db: Session = Depends(get_db)):
     s = db.get(Submission, submission_id)
     if s is None:
         raise HTTPException(404, f"no submission {submission_id}")
     s.flag = Flag(flag)
     db.commit()
-    return RedirectResponse(request.headers.get("referer") or "/admin", status_code=303)
+    return RedirectResponse(back_to(request, "/admin"), status_code=303)
 
 
 @router.post("/admin/roster", response_class=HTMLResponse)

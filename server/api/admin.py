@@ -16,6 +16,7 @@ from ..auth import get_db, hash_token, instructor, new_token
 from ..models import Flag, Role, Submission, User
 from ..services import best_per_student, requeue, submissions_query
 from .common import exercise_or_error, submission_json
+from .validation import MAX_ID, DbId, FlagName, StatusName, Verdict, read_json
 
 router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(instructor)])
 
@@ -70,15 +71,16 @@ async def add_students(request: Request, db: Session = Depends(get_db)):
             raise HTTPException(422, f"bad roster: {exc}") from None
     else:
         try:
-            roster = Roster.model_validate(await request.json())
+            roster = Roster.model_validate(await read_json(request))
         except ValueError as exc:
             raise HTTPException(422, f"bad roster: {exc}") from None
     return {"students": _upsert(db, roster.students)}
 
 
 @router.get("/submissions")
-def all_submissions(request: Request, exercise: str = "", student: str = "", verdict: str = "",
-                    status: str = "", flag: str = "", db: Session = Depends(get_db)):
+def all_submissions(request: Request, exercise: str = "", student: str = "",
+                    verdict: Verdict | Literal[""] = "", status: StatusName | Literal[""] = "",
+                    flag: FlagName | Literal[""] = "", db: Session = Depends(get_db)):
     rows = db.scalars(submissions_query(exercise, student, verdict, status, flag)).all()
     return {"submissions": [dict(submission_json(request, s, with_result=False),
                                  username=s.user.username, display_name=s.user.display_name)
@@ -86,7 +88,7 @@ def all_submissions(request: Request, exercise: str = "", student: str = "", ver
 
 
 @router.get("/submissions/{submission_id}/source", response_class=PlainTextResponse)
-def submission_source(submission_id: int, db: Session = Depends(get_db)):
+def submission_source(submission_id: DbId, db: Session = Depends(get_db)):
     s = db.get(Submission, submission_id)
     if s is None:
         raise HTTPException(404, f"no submission {submission_id}")
@@ -94,7 +96,7 @@ def submission_source(submission_id: int, db: Session = Depends(get_db)):
 
 
 class RegradeIn(BaseModel):
-    submission_id: int | None = None
+    submission_id: int | None = Field(None, ge=1, le=MAX_ID)
     exercise: str | None = None
 
 
@@ -117,7 +119,7 @@ class FlagIn(BaseModel):
 
 
 @router.post("/submissions/{submission_id}/flag")
-def flag_submission(submission_id: int, body: FlagIn, request: Request,
+def flag_submission(submission_id: DbId, body: FlagIn, request: Request,
                     db: Session = Depends(get_db)):
     s = db.get(Submission, submission_id)
     if s is None:

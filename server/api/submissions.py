@@ -13,6 +13,7 @@ from ..auth import current_user, get_db
 from ..models import Role, Submission, User
 from ..services import Refused, accept_submission
 from .common import submission_json
+from .validation import DbId, read_json
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
 
@@ -29,10 +30,7 @@ async def _read_body(request: Request) -> tuple[str, str | None, str, str | byte
         filename = PurePath(upload.filename or "submission").name
         return exercise, language or None, filename, await upload.read()
     if ctype.startswith("application/json"):
-        try:
-            body = await request.json()
-        except ValueError:
-            raise HTTPException(422, "the body is not valid JSON") from None
+        body = await read_json(request)
         if not isinstance(body, dict) or not isinstance(body.get("exercise"), str) \
                 or not isinstance(body.get("source"), str):
             raise HTTPException(422, 'JSON needs {"exercise": ..., "language": ..., "source": ...}')
@@ -69,7 +67,7 @@ def my_submissions(request: Request, exercise: str | None = None,
 
 
 @router.get("/{submission_id}", name="get_submission")
-def get_submission(submission_id: int, request: Request, user: User = Depends(current_user),
+def get_submission(submission_id: DbId, request: Request, user: User = Depends(current_user),
                    db: Session = Depends(get_db)):
     s = db.get(Submission, submission_id)
     if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
