@@ -17,6 +17,7 @@ from .api import admin, exercises, leaderboard, submissions
 from .auth import hash_token, new_token
 from .db import make_engine, make_sessionmaker
 from .graders_client import GradersClient
+from .limits import BodyLimit
 from .migrate import upgrade
 from .models import Role, User
 from .queue import Dispatcher, LocalPool
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     for module in (submissions, exercises, leaderboard, admin, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
 
     # the last line of defence: input that broke a parser or an encoder below our own
     # checks (FastAPI parsing a body nested too deep, say) is the client's, and a 400

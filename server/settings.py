@@ -35,10 +35,20 @@ class Settings(BaseSettings):
 
     # limits
     max_source_bytes: int = 64 * 1024
+    max_body_bytes: int = 1 << 20  # any request body: past it 413, before it is read
     submissions_per_hour: int = 20
     max_in_flight_per_student: int = 1
     max_queue_depth: int = 200
     deadlines: dict[str, datetime] = {}  # exercise -> deadline; overrides the spec's
+
+    @field_validator("admin_token")
+    @classmethod
+    def _long_enough(cls, value):
+        # the instructor's token guards everything; a short one is guessed
+        if value is not None and len(value) < 16:
+            raise ValueError("ADMIN_TOKEN must be at least 16 characters (or leave it unset: "
+                             "the server then makes one and prints it once)")
+        return value
 
     @field_validator("deadlines", mode="before")
     @classmethod

@@ -8,7 +8,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,18 @@ class StudentIn(BaseModel):
 
 class Roster(BaseModel):
     students: list[StudentIn]
+
+    @model_validator(mode="after")
+    def _each_username_once(self):
+        # twice in one roster would issue two tokens, and the first would be dead at once
+        seen, twice = set(), set()
+        for student in self.students:
+            if student.username in seen:
+                twice.add(student.username)
+            seen.add(student.username)
+        if twice:
+            raise ValueError(f"a roster names each username once; twice: {', '.join(sorted(twice))}")
+        return self
 
 
 def roster_from_csv(text: str) -> Roster:
@@ -129,6 +141,11 @@ def flag_submission(submission_id: DbId, body: FlagIn, request: Request,
     return submission_json(request, s, with_result=False)
 
 
+def csv_cell(text: str) -> str:
+    """A spreadsheet runs a cell that starts with = + - @ as a formula: quote it."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 @router.get("/export.csv")
 def export_csv(request: Request, db: Session = Depends(get_db)):
     """The best score per student per exercise, with late flags."""
@@ -138,7 +155,7 @@ def export_csv(request: Request, db: Session = Depends(get_db)):
                      "late", "submitted_at"])
     for name in request.app.state.exercises:
         for user, s in best_per_student(db, name):
-            writer.writerow([user.username, user.display_name, name, s.score, s.id,
-                             "yes" if s.late else "no", s.created_at.isoformat()])
+            writer.writerow([csv_cell(user.username), csv_cell(user.display_name), name, s.score,
+                             s.id, "yes" if s.late else "no", s.created_at.isoformat()])
     return Response(out.getvalue(), media_type="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="grades.csv"'})

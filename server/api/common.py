@@ -32,8 +32,15 @@ def submission_json(request: Request, s: Submission, with_result: bool = True) -
         "status": s.status.value, "verdict": s.verdict, "score": s.score, "late": s.late,
         "flag": s.flag.value, "attempts": s.attempts, "created_at": iso(s.created_at),
         "started_at": iso(s.started_at), "finished_at": iso(s.finished_at),
-        "url": str(request.url_for("get_submission", submission_id=s.id)),
+        "url": submission_url(request, s.id),
     }
     if with_result:
         out["result"] = s.results[-1].result if s.results else None
     return out
+
+
+def submission_url(request: Request, submission_id: int) -> str:
+    """PUBLIC_URL + the path, or the path alone: never built from the client's Host header."""
+    path = request.app.url_path_for("get_submission", submission_id=submission_id)
+    public = request.app.state.settings.public_url.rstrip("/")
+    return f"{public}{path}" if public else str(path)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from ..auth import current_user, get_db
 from ..models import Role, Submission, User
 from ..services import Refused, accept_submission
-from .common import submission_json
+from .common import submission_json, submission_url
 from .validation import DbId, read_json
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
@@ -52,7 +52,7 @@ async def create_submission(request: Request, user: User = Depends(current_user)
     request.app.state.dispatcher.notify()
     return JSONResponse(status_code=202, content={
         "id": submission.id, "status": submission.status.value,
-        "url": str(request.url_for("get_submission", submission_id=submission.id)),
+        "url": submission_url(request, submission.id),
         "late": submission.late})
 
 

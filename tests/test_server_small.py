@@ -1,0 +1,81 @@
+"""The smaller findings of the hostile-load review (issue 12, item 8), one test each."""
+
+import csv
+import io
+import os
+import stat
+
+import pytest
+from pydantic import ValidationError
+
+from test_server_api import ADMIN, add_students, auth, running, settings_for, submit
+
+
+@pytest.fixture
+def client(tmp_path):
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}") as client:
+        yield client
+
+
+def test_a_display_name_that_looks_like_a_formula_is_escaped_in_the_csv(client):
+    body = {"students": [{"username": "eve", "display_name": "=HYPERLINK(\"http://x\")"},
+                         {"username": "mal", "display_name": "+1+cmd|' /C calc'!A0"},
+                         {"username": "ok", "display_name": "Ada -Lovelace"}]}
+    tokens = {s["username"]: s["token"] for s in client.post(
+        "/api/admin/students", json=body, headers=auth(ADMIN)).json()["students"]}
+    for name in tokens:
+        assert submit(client, tokens[name]).status_code == 202
+    # (the fake grader grades at once; wait until every submission has a score)
+    for _ in range(200):
+        text = client.get("/api/admin/export.csv", headers=auth(ADMIN)).text
+        if text.count("\n") >= 4:
+            break
+    rows = {r["username"]: r for r in csv.DictReader(io.StringIO(text))}
+    assert rows["eve"]["display_name"].startswith("'=")
+    assert rows["mal"]["display_name"].startswith("'+")
+    assert rows["ok"]["display_name"] == "Ada -Lovelace"
+
+
+def test_the_url_of_a_submission_comes_from_public_url_never_from_host(tmp_path):
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}",
+                 public_url="https://grader.example.edu") as client:
+        token = add_students(client, "ada")["ada"]
+        r = client.post("/api/submissions", headers={**auth(token), "Host": "evil.example"},
+                        data={"exercise": "safe_softmax"},
+                        files={"file": ("k.py", "# fake: passed 100\n", "text/x-python")})
+        assert r.json()["url"] == f"https://grader.example.edu/api/submissions/{r.json()['id']}"
+    with running(f"sqlite:///{tmp_path / 'db2.sqlite'}") as client:  # no PUBLIC_URL: a path
+        token = add_students(client, "ada")["ada"]
+        r = client.post("/api/submissions", headers={**auth(token), "Host": "evil.example"},
+                        data={"exercise": "safe_softmax"},
+                        files={"file": ("k.py", "# fake: passed 100\n", "text/x-python")})
+        assert r.json()["url"] == f"/api/submissions/{r.json()['id']}"
+
+
+def test_a_short_admin_token_is_refused():
+    with pytest.raises(ValidationError, match="at least 16 characters"):
+        settings_for("sqlite://", admin_token="admintok")
+
+
+def test_the_sqlite_file_is_private(tmp_path):
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}"):
+        pass
+    mode = stat.S_IMODE(os.stat(tmp_path / "db.sqlite").st_mode)
+    assert mode == 0o600, oct(mode)
+
+
+def test_a_roster_naming_a_username_twice_is_refused(client):
+    body = {"students": [{"username": "ada", "display_name": "A"},
+                         {"username": "ada", "display_name": "B"}]}
+    r = client.post("/api/admin/students", json=body, headers=auth(ADMIN))
+    assert r.status_code == 422 and "ada" in r.json()["detail"]
+    r = client.post("/api/admin/students", headers=auth(ADMIN),
+                    files={"file": ("r.csv", "username,display_name\nbob,B\nbob,C\n", "text/csv")})
+    assert r.status_code == 422 and "bob" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("path", ["/api/submissions", "/signin", "/api/admin/students"])
+def test_an_oversized_body_is_refused_before_it_is_read(client, path):
+    big = b"x" * (50 << 20)
+    r = client.post(path, content=big, headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and "detail" in r.json()
