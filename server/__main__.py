@@ -6,6 +6,8 @@ import logging
 import uvicorn
 
 from .app import create_app
+from .connections import raise_file_limit, server_config
+from .settings import get_settings
 
 
 def main() -> None:
@@ -14,7 +16,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    uvicorn.run(create_app(), host=args.host, port=args.port)
+    raise_file_limit()
+    settings = get_settings()
+    uvicorn.Server(server_config(create_app(settings), args.host, args.port,
+                                 settings.header_timeout_s)).run()
 
 
 if __name__ == "__main__":

@@ -75,7 +75,8 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     for module in (submissions, exercises, leaderboard, admin, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
+                       timeout_s=settings.body_timeout_s)
 
     # the last line of defence: input that broke a parser or an encoder below our own
     # checks (FastAPI parsing a body nested too deep, say) is the client's, and a 400

@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     # limits
     max_source_bytes: int = 64 * 1024
     max_body_bytes: int = 1 << 20  # any request body: past it 413, before it is read
+    header_timeout_s: float = 10.0  # to send a request's headers, else the connection closes
+    body_timeout_s: float = 30.0  # to send its body, else 408
     submissions_per_hour: int = 20
     max_in_flight_per_student: int = 1
     max_queue_depth: int = 200
