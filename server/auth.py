@@ -42,6 +42,11 @@ def current_user(request: Request,
                  db: Session = Depends(get_db)) -> User:
     """A bearer token (curl), or the signed-in browser's cookie."""
     token = credentials.credentials if credentials else request.cookies.get(COOKIE)
+    if not credentials and token is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
+        # a cookie rides along on any site's form: changes through the API need the bearer
+        # token (the pages' own forms carry their CSRF token instead: server/csrf.py)
+        raise HTTPException(403, "send `Authorization: Bearer <token>` to change anything "
+                                 "through the API; the sign-in cookie only reads")
     if token is None:
         raise HTTPException(401, "missing bearer token: send `Authorization: Bearer <token>`",
                             headers={"WWW-Authenticate": "Bearer"})

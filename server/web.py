@@ -17,6 +17,7 @@ from markdown_it import MarkdownIt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from . import csrf
 from .api.admin import _upsert, roster_from_csv
 from .api.common import exercise_or_error, iso
 from .api.validation import MAX_ID, DbId, FlagName
@@ -58,8 +59,11 @@ def instructor_page(user: User = Depends(signed_in)) -> User:
 
 def render(request: Request, name: str, user: User | None, status_code: int = 200,
            **context: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, name, {"user": user, **context},
-                                      status_code=status_code)
+    token, new_seed = csrf.form_token(request)  # every form on the page carries it
+    response = templates.TemplateResponse(request, name, {"user": user, "csrf": token,
+                                                          **context}, status_code=status_code)
+    csrf.set_seed(response, request, new_seed)
+    return response
 
 
 # -- signing in -----------------------------------------------------------------------------
@@ -74,7 +78,7 @@ def signin_page(request: Request, user: User | None = Depends(viewer)):
     return render(request, "signin.html", user)
 
 
-@router.post("/signin")
+@router.post("/signin", dependencies=[Depends(csrf.check_form)])
 def signin(request: Request, token: str = Form(""), db: Session = Depends(get_db)):
     user = user_for_token(db, token.strip())
     if user is None:
@@ -86,7 +90,7 @@ def signin(request: Request, token: str = Form(""), db: Session = Depends(get_db
     return response
 
 
-@router.post("/signout")
+@router.post("/signout", dependencies=[Depends(csrf.check_form)])
 def signout():
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(COOKIE)
@@ -124,7 +128,7 @@ def skeleton_download(name: str, language: str, request: Request):
         "Content-Disposition": f'attachment; filename="{name}_{skeleton["filename"]}"'})
 
 
-@router.post("/exercises/{name}/submit")
+@router.post("/exercises/{name}/submit", dependencies=[Depends(csrf.check_form)])
 async def submit_page(name: str, request: Request, source: str = Form(""),
                       language: str = Form(""), file: UploadFile | None = None,
                       user: User = Depends(signed_in), db: Session = Depends(get_db)):
@@ -207,7 +211,7 @@ def admin_source(submission_id: DbId, request: Request, user: User = Depends(ins
     return render(request, "source.html", user, s=s)
 
 
-@router.post("/admin/regrade")
+@router.post("/admin/regrade", dependencies=[Depends(csrf.check_form)])
 def admin_regrade(request: Request, submission_id: int | None = Form(None, ge=1, le=MAX_ID),
                   exercise: str = Form(""), user: User = Depends(instructor_page),
                   db: Session = Depends(get_db)):
@@ -227,7 +231,7 @@ def back_to(request: Request, default: str) -> str:
     return default
 
 
-@router.post("/admin/flag")
+@router.post("/admin/flag", dependencies=[Depends(csrf.check_form)])
 def admin_flag(request: Request, submission_id: int = Form(..., ge=1, le=MAX_ID),
                flag: FlagName = Form(...),
                user: User = Depends(instructor_page), db: Session = Depends(get_db)):
@@ -239,7 +243,8 @@ def admin_flag(request: Request, submission_id: int = Form(..., ge=1, le=MAX_ID)
     return RedirectResponse(back_to(request, "/admin"), status_code=303)
 
 
-@router.post("/admin/roster", response_class=HTMLResponse)
+@router.post("/admin/roster", response_class=HTMLResponse,
+             dependencies=[Depends(csrf.check_form)])
 async def admin_roster(request: Request, file: UploadFile | None = None,
                        user: User = Depends(instructor_page), db: Session = Depends(get_db)):
     error, issued = "", None

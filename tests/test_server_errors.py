@@ -3,6 +3,7 @@
 import pytest
 
 from test_server_api import ADMIN, add_students, auth, running
+from test_web_pages import form_token
 
 
 @pytest.fixture
@@ -57,28 +58,31 @@ def test_an_empty_filter_means_no_filter(client):
 
 
 def _signed_in_as_instructor(client):
-    r = client.post("/signin", data={"token": ADMIN}, follow_redirects=False)
+    r = client.post("/signin", data={"token": ADMIN, "csrf": form_token(client, "/signin")},
+                    follow_redirects=False)
     assert r.status_code in (302, 303), r.text[:300]
 
 
 def test_the_instructor_forms_answer_a_4xx_for_bad_values(client):
     _signed_in_as_instructor(client)
+    token = form_token(client, "/admin")
     for data in [{"submission_id": "1", "flag": "pwned"},
                  {"submission_id": "99999999999999999999", "flag": "none"}]:
-        r = client.post("/admin/flag", data=data, follow_redirects=False)
+        r = client.post("/admin/flag", data={**data, "csrf": token}, follow_redirects=False)
         assert 400 <= r.status_code < 500, (r.status_code, r.text[:200])
-    r = client.post("/admin/regrade", data={"submission_id": "99999999999999999999"},
-                    follow_redirects=False)
+    r = client.post("/admin/regrade", data={"submission_id": "99999999999999999999",
+                                            "csrf": token}, follow_redirects=False)
     assert 400 <= r.status_code < 500
     assert client.get("/submissions/99999999999999999999").status_code == 422
 
 
 def test_a_form_redirects_only_to_the_apps_own_pages(client):
     _signed_in_as_instructor(client)
-    r = client.post("/admin/regrade", data={"exercise": "safe_softmax"},
+    token = form_token(client, "/admin")
+    r = client.post("/admin/regrade", data={"exercise": "safe_softmax", "csrf": token},
                     headers={"Referer": "https://evil.example/phish"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/admin"
-    r = client.post("/admin/regrade", data={"exercise": "safe_softmax"},
+    r = client.post("/admin/regrade", data={"exercise": "safe_softmax", "csrf": token},
                     headers={"Referer": "http://testserver/admin?exercise=safe_softmax"},
                     follow_redirects=False)
     assert r.headers["location"] == "/admin?exercise=safe_softmax"

@@ -1,5 +1,7 @@
 """The pages without a browser: redirects, privacy, and the GPU chart of a result."""
 
+import re
+
 from sqlalchemy import select
 
 from server.auth import COOKIE
@@ -59,8 +61,16 @@ def test_pages_need_a_session_and_keep_submissions_private(tmp_path):
 def test_signing_in_sets_an_httponly_cookie(tmp_path):
     with running(f"sqlite:///{tmp_path / 'db'}") as client:
         token = add_students(client, "ada")["ada"]
-        r = client.post("/signin", data={"token": token}, follow_redirects=False)
+        form = form_token(client, "/signin")
+        r = client.post("/signin", data={"token": token, "csrf": form}, follow_redirects=False)
         assert r.status_code == 303
         cookie = r.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=lax" in cookie
-        assert client.post("/signin", data={"token": "nope"}).status_code == 401
+        assert client.post("/signin", data={"token": "nope", "csrf": form}).status_code == 401
+
+
+def form_token(client, path: str) -> str:
+    """The CSRF token a page's forms carry (server/csrf.py)."""
+    match = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get(path).text)
+    assert match, f"no CSRF token on {path}"
+    return match.group(1)
