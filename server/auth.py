@@ -7,10 +7,10 @@ import secrets
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from .models import Role, User
+from .models import Role, User, WebSession
 
 bearer = HTTPBearer(auto_error=False)
 
@@ -28,29 +28,52 @@ def get_db(request: Request):
         yield session
 
 
-COOKIE = "autograder_token"  # the web pages' session: HttpOnly, SameSite=Lax
+COOKIE = "autograder_session"  # the web pages' session: HttpOnly, SameSite=Lax
 
 
 def user_for_token(db: Session, token: str | None) -> User | None:
+    """The user whose API token this is (the bearer token of curl)."""
     if not token:
         return None
     return db.scalar(select(User).where(User.token_hash == hash_token(token)))
+
+
+def user_for_session(db: Session, session_token: str | None) -> User | None:
+    """The user a browser's session cookie stands for, while the session exists."""
+    if not session_token:
+        return None
+    return db.scalar(select(User).join(WebSession, WebSession.user_id == User.id)
+                     .where(WebSession.token_hash == hash_token(session_token)))
+
+
+def start_session(db: Session, user: User) -> str:
+    token = new_token()
+    db.add(WebSession(user_id=user.id, token_hash=hash_token(token)))
+    db.commit()
+    return token
+
+
+def end_session(db: Session, session_token: str | None) -> None:
+    if session_token:
+        db.execute(delete(WebSession).where(WebSession.token_hash == hash_token(session_token)))
+        db.commit()
 
 
 def current_user(request: Request,
                  credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
                  db: Session = Depends(get_db)) -> User:
     """A bearer token (curl), or the signed-in browser's cookie."""
-    token = credentials.credentials if credentials else request.cookies.get(COOKIE)
-    if not credentials and token is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
+    cookie = None if credentials else request.cookies.get(COOKIE)
+    if cookie is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
         # a cookie rides along on any site's form: changes through the API need the bearer
         # token (the pages' own forms carry their CSRF token instead: server/csrf.py)
         raise HTTPException(403, "send `Authorization: Bearer <token>` to change anything "
                                  "through the API; the sign-in cookie only reads")
-    if token is None:
+    if credentials is None and cookie is None:
         raise HTTPException(401, "missing bearer token: send `Authorization: Bearer <token>`",
                             headers={"WWW-Authenticate": "Bearer"})
-    user = user_for_token(db, token)
+    user = user_for_token(db, credentials.credentials) if credentials else \
+        user_for_session(db, cookie)
     if user is None:
         raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
     return user

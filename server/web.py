@@ -21,7 +21,7 @@ from . import csrf
 from .api.admin import _upsert, roster_from_csv
 from .api.common import exercise_or_error, iso
 from .api.validation import MAX_ID, DbId, FlagName
-from .auth import COOKIE, get_db, user_for_token
+from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Status, Submission, User
 from .services import Refused, accept_submission, deadline_of, leaderboard, requeue, submissions_query
 from .settings import REPO_ROOT
@@ -38,11 +38,11 @@ router = APIRouter(include_in_schema=False)
 
 def user_for_token_in(request: Request) -> User | None:
     with request.app.state.sessionmaker() as db:
-        return user_for_token(db, request.cookies.get(COOKIE))
+        return user_for_session(db, request.cookies.get(COOKIE))
 
 
 def viewer(request: Request, db: Session = Depends(get_db)) -> User | None:
-    return user_for_token(db, request.cookies.get(COOKIE))
+    return user_for_session(db, request.cookies.get(COOKIE))
 
 
 def signed_in(user: User | None = Depends(viewer)) -> User:
@@ -85,13 +85,14 @@ def signin(request: Request, token: str = Form(""), db: Session = Depends(get_db
         return render(request, "signin.html", None, 401,
                       error="That token is not known. Ask your instructor for yours.")
     response = RedirectResponse("/exercises", status_code=303)
-    response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="lax",
+    response.set_cookie(COOKIE, start_session(db, user), httponly=True, samesite="lax",
                         secure=request.url.scheme == "https", max_age=60 * 60 * 24 * 120)
     return response
 
 
 @router.post("/signout", dependencies=[Depends(csrf.check_form)])
-def signout():
+def signout(request: Request, db: Session = Depends(get_db)):
+    end_session(db, request.cookies.get(COOKIE))  # the cookie is worthless from now on
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(COOKIE)
     return response

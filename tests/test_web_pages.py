@@ -40,13 +40,13 @@ def test_pages_need_a_session_and_keep_submissions_private(tmp_path):
             db.commit()
             sid = s.id
 
-        client.cookies.set(COOKIE, tokens["eve"])
+        sign_in(client, tokens["eve"])
         other = client.get(f"/submissions/{sid}")
         assert other.status_code == 404 and "secret source" not in other.text
         assert "<h1>Not found</h1>" in other.text  # a page, not JSON
         assert client.get("/admin").status_code == 403
 
-        client.cookies.set(COOKIE, tokens["ada"])
+        sign_in(client, tokens["ada"])
         page = client.get(f"/submissions/{sid}")
         assert page.status_code == 200
         assert "<svg" in page.text and "3600.0 GB/s · 95% of copy" in page.text
@@ -54,7 +54,7 @@ def test_pages_need_a_session_and_keep_submissions_private(tmp_path):
         board = client.get("/leaderboard/safe_softmax").text
         assert "93%" in board and "NVIDIA H200" in board
 
-        client.cookies.set(COOKIE, ADMIN)
+        sign_in(client, ADMIN)
         assert "secret source" in client.get(f"/admin/source/{sid}").text
 
 
@@ -74,3 +74,26 @@ def form_token(client, path: str) -> str:
     match = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get(path).text)
     assert match, f"no CSRF token on {path}"
     return match.group(1)
+
+
+def sign_in(client, token: str) -> None:
+    """Through the sign-in form, as a browser does (the cookie holds a session)."""
+    r = client.post("/signin", data={"token": token, "csrf": form_token(client, "/signin")},
+                    follow_redirects=False)
+    assert r.status_code == 303, r.text[:300]
+
+
+def test_signing_out_ends_the_session_and_the_api_token_stays(tmp_path):
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        token = add_students(client, "ada")["ada"]
+        sign_in(client, token)
+        session = client.cookies.get(COOKIE)
+        assert session and session != token  # the cookie never holds the API token
+        assert client.get("/me", follow_redirects=False).status_code == 200
+        r = client.post("/signout", data={"csrf": form_token(client, "/me")},
+                        follow_redirects=False)
+        assert r.status_code == 303
+        client.cookies.set(COOKIE, session)  # the old cookie, replayed
+        assert client.get("/me", follow_redirects=False).status_code == 303  # to /signin
+        assert client.get("/api/submissions", headers={"Authorization": f"Bearer {token}"}
+                          ).status_code == 200
