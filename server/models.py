@@ -5,7 +5,8 @@ from __future__ import annotations
 import enum
 from datetime import datetime, timezone
 
-from sqlalchemy import JSON, Boolean, DateTime, Enum, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import (JSON, Boolean, DateTime, Enum, Float, ForeignKey, Index, Integer, String,
+                        Text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -64,6 +65,9 @@ class WebSession(Base):
 
 class Submission(Base):
     __tablename__ = "submissions"
+    # the leaderboard's read (migration 0003)
+    __table_args__ = (Index("ix_submissions_board", "exercise", "status", "flag", "user_id",
+                            "score"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)

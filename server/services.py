@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import PurePath
 
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, select, update
 from sqlalchemy.orm import Session
 
 from .api.common import iso
 from .graders_client import LANGUAGE_BY_SUFFIX, ExerciseInfo
-from .models import Flag, Role, Status, Submission, User
+from .models import Flag, GradeRun, Role, Status, Submission, User
 from .queue import queue_depth
 from .settings import Settings
 
@@ -122,17 +124,70 @@ def requeue(db: Session, submission_id: int | None = None, exercise: str | None 
     return count
 
 
-def leaderboard(db: Session, exercise: str) -> list[tuple[User, dict]]:
-    """Each student's best graded submission as a leaderboard entry; never any source."""
+# Leaderboards are read far more often than anything changes: each is kept until the next
+# commit in this process (results, flags, rosters and submissions are all written here;
+# remote workers hand their results to this server, never to the database).
+_board_cache: dict[str, tuple[int, tuple[list[tuple[int, dict]], bytes]]] = {}
+_commits = itertools.count()
+_version = [next(_commits)]
+
+
+@event.listens_for(Session, "after_commit")
+def _data_changed(session) -> None:
+    _version[0] = next(_commits)
+
+
+def leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
+    """(user id, entry) per student: each one's best graded submission; never any source."""
+    return _board(db, exercise)[0]
+
+
+def leaderboard_json(db: Session, exercise: str) -> bytes:
+    """The API's answer, encoded once per change: {"exercise", "entries"}."""
+    return _board(db, exercise)[1]
+
+
+def _board(db: Session, exercise: str) -> tuple[list[tuple[int, dict]], bytes]:
+    version = _version[0]
+    cached = _board_cache.get(exercise)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    entries = _leaderboard(db, exercise)
+    encoded = json.dumps({"exercise": exercise, "entries": [e for _, e in entries]},
+                         separators=(",", ":")).encode()
+    _board_cache[exercise] = (version, (entries, encoded))
+    return entries, encoded
+
+
+def _leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
+    # one row per student, read by index, and only the columns the board shows
+    ranked = (select(Submission.id, Submission.user_id, Submission.score, Submission.late,
+                     Submission.created_at,
+                     func.row_number().over(partition_by=Submission.user_id, order_by=(
+                         Submission.score.desc(), Submission.created_at, Submission.id))
+                     .label("place"))
+              .join(User, Submission.user_id == User.id)
+              .where(Submission.exercise == exercise, Submission.status == Status.GRADED,
+                     User.role == Role.STUDENT, Submission.flag == Flag.NONE)
+              .subquery())
+    rows = db.execute(select(ranked, User.display_name)
+                      .join(User, User.id == ranked.c.user_id).where(ranked.c.place == 1)
+                      .order_by(ranked.c.score.desc(), ranked.c.created_at, ranked.c.id)).all()
+    latest: dict[int, dict] = {}
+    if rows:  # the newest grading of each best submission holds its speed figures
+        for sid, result in db.execute(select(GradeRun.submission_id, GradeRun.result)
+                                      .where(GradeRun.submission_id.in_([r.id for r in rows]))
+                                      .order_by(GradeRun.id)):
+            latest[sid] = result or {}
     entries = []
-    for rank, (user, s) in enumerate(best_per_student(db, exercise), start=1):
-        result = s.results[-1].result if s.results else {}
+    for rank, row in enumerate(rows, start=1):
+        result = latest.get(row.id, {})
         perf = result.get("performance") or {}
-        entries.append((user, {
-            "rank": rank, "display_name": user.display_name, "score": s.score,
+        entries.append((row.user_id, {
+            "rank": rank, "display_name": row.display_name, "score": row.score,
             "fraction_of_copy": perf.get("fraction_of_copy"), "gbs": perf.get("gbs"),
             "device": result.get("device_name") or result.get("device"),
-            "late": s.late, "submitted_at": iso(s.created_at)}))
+            "late": row.late, "submitted_at": iso(row.created_at)}))
     return entries
 
 

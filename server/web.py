@@ -183,8 +183,8 @@ def leaderboard_index(request: Request):
 def leaderboard_page(name: str, request: Request, user: User | None = Depends(viewer),
                      db: Session = Depends(get_db)):
     exercise = exercise_or_error(request, name)
-    rows = [dict(entry, mine=bool(user and student.id == user.id))
-            for student, entry in leaderboard(db, name)]
+    rows = [dict(entry, mine=bool(user and student_id == user.id))
+            for student_id, entry in leaderboard(db, name)]
     return render(request, "leaderboard.html", user, exercise=exercise, rows=rows,
                   exercises=request.app.state.exercises)
 

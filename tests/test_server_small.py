@@ -79,3 +79,31 @@ def test_an_oversized_body_is_refused_before_it_is_read(client, path):
     big = b"x" * (50 << 20)
     r = client.post(path, content=big, headers={"Content-Type": "application/json"})
     assert r.status_code == 413 and "detail" in r.json()
+
+
+def test_the_leaderboard_reads_no_source_and_is_served_from_cache_until_a_change(client):
+    from sqlalchemy import event
+
+    tokens = add_students(client, "ada", "bob")
+    for name in tokens:
+        assert submit(client, tokens[name]).status_code == 202
+    for _ in range(200):  # the fake grader grades at once
+        if len(client.get("/api/leaderboard/safe_softmax").json()["entries"]) == 2:
+            break
+    engine = client.app.state.sessionmaker.kw["bind"]
+    statements = []
+    listener = lambda conn, cursor, sql, *rest: statements.append(sql)  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        client.post("/api/admin/students", json={"students": [
+            {"username": "cy", "display_name": "Cy"}]}, headers=auth(ADMIN))  # a change
+        statements.clear()
+        first = client.get("/api/leaderboard/safe_softmax").json()
+        read = list(statements)
+        statements.clear()
+        again = client.get("/api/leaderboard/safe_softmax").json()
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    assert [e["display_name"] for e in first["entries"]] == ["Ada", "Bob"] and again == first
+    assert read and not any("source" in sql for sql in read)
+    assert not any("submissions" in sql for sql in statements)  # the second: from the cache

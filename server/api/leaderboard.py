@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
 from ..auth import get_db
-from ..services import leaderboard as entries_of
+from ..services import leaderboard_json
 from .common import exercise_or_error
 
 router = APIRouter(prefix="/api/leaderboard", tags=["leaderboard"])
@@ -14,5 +14,7 @@ router = APIRouter(prefix="/api/leaderboard", tags=["leaderboard"])
 
 @router.get("/{exercise}")
 def leaderboard(exercise: str, request: Request, db: Session = Depends(get_db)):
+    """{"exercise", "entries": [{"rank", "display_name", "score", "fraction_of_copy", "gbs",
+    "device", "late", "submitted_at"}]}: read once per change, then served as it is."""
     exercise_or_error(request, exercise)
-    return {"exercise": exercise, "entries": [entry for _, entry in entries_of(db, exercise)]}
+    return Response(leaderboard_json(db, exercise), media_type="application/json")
