@@ -67,7 +67,8 @@ class Submission(Base):
     __tablename__ = "submissions"
     # the leaderboard's read (migration 0003)
     __table_args__ = (Index("ix_submissions_board", "exercise", "status", "flag", "user_id",
-                            "score"),)
+                            "score"),
+                      Index("ix_submissions_regrade", "regrade_pending", "status"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
@@ -78,6 +79,9 @@ class Submission(Base):
     status: Mapped[Status] = mapped_column(_enum(Status), index=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # grader runs started
     late: Mapped[bool] = mapped_column(Boolean, default=False)
+    # an instructor asked for a new grading: it waits (status stays graded, the old grade
+    # stays on the board) and runs beside new work, not in its place (issue 12)
+    regrade_pending: Mapped[bool] = mapped_column(Boolean, default=False)
     flag: Mapped[Flag] = mapped_column(_enum(Flag), default=Flag.NONE)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -59,11 +59,15 @@ def default_slots(settings: Settings) -> list[SlotSpec]:
 
 
 def requeue_interrupted(sessions: sessionmaker[Session]) -> int:
-    """On start: work a crash left `running` goes back to the queue."""
+    """On start: work a crash left `running` goes back to the queue (a regrade back to
+    waiting beside its old grade)."""
     with sessions.begin() as db:
-        result = db.execute(update(Submission).where(Submission.status == Status.RUNNING)
-                            .values(status=Status.QUEUED, started_at=None))
-        return result.rowcount or 0
+        regrades = db.execute(update(Submission).where(Submission.status == Status.RUNNING,
+                                                       Submission.regrade_pending)
+                              .values(status=Status.GRADED, started_at=None)).rowcount or 0
+        new = db.execute(update(Submission).where(Submission.status == Status.RUNNING)
+                         .values(status=Status.QUEUED, started_at=None)).rowcount or 0
+        return regrades + new
 
 
 def queue_depth(db: Session) -> int:
@@ -78,6 +82,8 @@ class LocalPool:
         self.settings = settings
         self.slots = slots or default_slots(settings)
         self._wake = threading.Condition()
+        self._turn_lock = threading.Lock()
+        self._regrade_turn = False  # whose turn it is when both kinds of work wait
         self._stopping = False
         self._threads: list[threading.Thread] = []
 
@@ -126,12 +132,26 @@ class LocalPool:
                 log.error("slot %s taken out of service: %s", slot.name, outcome.slot_problem)
 
     def _claim(self) -> tuple[int, int, str, str, str] | None:
+        """The next job: students' new work and instructors' regrades take turns, so a
+        "regrade all" neither waits for the queue to empty nor holds students up."""
+        with self._turn_lock:
+            kinds = ["regrade", "new"] if self._regrade_turn else ["new", "regrade"]
+            for kind in kinds:
+                claimed = self._claim_kind(kind)
+                if claimed is not None:
+                    self._regrade_turn = kind == "new"
+                    return claimed
+        return None
+
+    def _claim_kind(self, kind: str) -> tuple[int, int, str, str, str] | None:
+        waiting = (Submission.status == Status.QUEUED) if kind == "new" else \
+            ((Submission.status == Status.GRADED) & Submission.regrade_pending)
         with self.sessions.begin() as db:
-            for sid in db.scalars(select(Submission.id).where(Submission.status == Status.QUEUED)
+            for sid in db.scalars(select(Submission.id).where(waiting)
                                   .order_by(Submission.id).limit(5)):
                 result = db.execute(
                     update(Submission)
-                    .where(Submission.id == sid, Submission.status == Status.QUEUED)
+                    .where(Submission.id == sid, waiting)
                     .values(status=Status.RUNNING, started_at=utcnow(),
                             attempts=Submission.attempts + 1))
                 if result.rowcount == 1:
@@ -153,14 +173,19 @@ class LocalPool:
                 reason = outcome.fault or (result or {}).get("message", "")
                 log.error("grader fault on submission %d (attempt %d): %s", s.id, attempt, reason)
                 if s.attempts < self.settings.max_grader_attempts:
-                    s.status, s.started_at = Status.QUEUED, None
+                    # back to waiting: a regrade beside its old grade, new work in the queue
+                    s.status = Status.GRADED if s.regrade_pending else Status.QUEUED
+                    s.started_at = None
                     self.notify()
+                    return
+                if s.regrade_pending:  # the old grade stands; the instructor reads the log
+                    s.status, s.regrade_pending = Status.GRADED, False
                     return
                 s.status = Status.ERROR
                 result = result or {"verdict": "grader_error", "score": 0.0, "message": reason,
                                     "checks": [], "performance": None, "grader_version": ""}
             else:
-                s.status = Status.GRADED
+                s.status, s.regrade_pending = Status.GRADED, False
                 if result.get("flag"):  # e.g. a timing faster than a copy: an instructor looks
                     s.flag = Flag.SUSPICIOUS
                     log.warning("submission %d flagged: %s", s.id, result["flag"])

@@ -18,7 +18,6 @@ from .models import Flag, GradeRun, Role, Status, Submission, User
 from .queue import queue_depth
 from .settings import Settings
 
-IN_FLIGHT = (Status.QUEUED, Status.RUNNING)
 
 
 @dataclass
@@ -74,7 +73,7 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
     if user.role is Role.STUDENT:
         mine = select(Submission).where(Submission.user_id == user.id)
         in_flight = db.scalar(select(func.count()).select_from(
-            mine.where(Submission.status.in_(IN_FLIGHT)).subquery()))
+            mine.where(own_work_in_flight()).subquery()))
         if in_flight >= settings.max_in_flight_per_student:
             raise Refused(429, "you already have a submission being graded: wait for it",
                           _retry_after(10))
@@ -115,13 +114,33 @@ def submissions_query(exercise: str = "", student: str = "", verdict: str = "", 
 
 
 def requeue(db: Session, submission_id: int | None = None, exercise: str | None = None) -> int:
-    """Grade again (after a grader fix); the new result will sit beside the old one."""
-    query = update(Submission).where(Submission.status.in_([Status.GRADED, Status.ERROR]))
-    query = query.where(Submission.id == submission_id) if submission_id is not None else \
-        query.where(Submission.exercise == exercise)
-    count = db.execute(query.values(status=Status.QUEUED, attempts=0, started_at=None)).rowcount
+    """Grade again (after a grader fix); the new result will sit beside the old one.
+
+    A graded submission keeps its grade, on the board and in the CSV, until the new one is
+    stored; it waits as a regrade, which the queue takes turn about with students' new work
+    and which no student's cap counts. One that ended in `error` has no grade: it is queued."""
+    def scope(query):
+        return query.where(Submission.id == submission_id) if submission_id is not None else \
+            query.where(Submission.exercise == exercise)
+
+    count = db.execute(scope(update(Submission).where(Submission.status == Status.GRADED))
+                       .values(regrade_pending=True, attempts=0)).rowcount
+    count += db.execute(scope(update(Submission).where(Submission.status == Status.ERROR))
+                        .values(status=Status.QUEUED, attempts=0, started_at=None)).rowcount
     db.commit()
     return count
+
+
+def on_the_board():
+    """A submission whose grade counts: graded, or graded and being graded again."""
+    return (Submission.status == Status.GRADED) | (
+        (Submission.status == Status.RUNNING) & Submission.regrade_pending)
+
+
+def own_work_in_flight():
+    """A student's own work still to be graded (a regrade is the instructor's)."""
+    return (Submission.status == Status.QUEUED) | (
+        (Submission.status == Status.RUNNING) & ~Submission.regrade_pending)
 
 
 # Leaderboards are read far more often than anything changes: each is kept until the next
@@ -167,7 +186,7 @@ def _leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
                          Submission.score.desc(), Submission.created_at, Submission.id))
                      .label("place"))
               .join(User, Submission.user_id == User.id)
-              .where(Submission.exercise == exercise, Submission.status == Status.GRADED,
+              .where(Submission.exercise == exercise, on_the_board(),
                      User.role == Role.STUDENT, Submission.flag == Flag.NONE)
               .subquery())
     rows = db.execute(select(ranked, User.display_name)
@@ -194,7 +213,7 @@ def _leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
 def best_per_student(db: Session, exercise: str) -> list[tuple[User, Submission]]:
     """Best score per student, ties to the earlier submission; flagged ones left out."""
     query = (select(Submission, User).join(User, Submission.user_id == User.id)
-             .where(Submission.exercise == exercise, Submission.status == Status.GRADED,
+             .where(Submission.exercise == exercise, on_the_board(),
                     User.role == Role.STUDENT, Submission.flag == Flag.NONE)
              .order_by(Submission.score.desc(), Submission.created_at, Submission.id))
     best: dict[int, tuple[User, Submission]] = {}

@@ -66,7 +66,7 @@ def wait_done(client, token, sid, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         body = client.get(f"/api/submissions/{sid}", headers=auth(token)).json()
-        if body["status"] in ("graded", "error"):
+        if body["status"] in ("graded", "error") and not body.get("regrading"):
             return body
         time.sleep(0.1)
     raise AssertionError(f"submission {sid} still {body['status']}")
@@ -303,3 +303,57 @@ def test_real_grader_end_to_end(tmp_path):
         assert "poisoned_row" in failed and "subtract the row max" in failed["poisoned_row"]["message"]
         board = client.get("/api/leaderboard/safe_softmax").json()["entries"]
         assert [e["display_name"] for e in board] == ["Ada", "Bob"]
+
+
+def _graded(db, username: str, score: float, exercise: str = "safe_softmax") -> int:
+    """A student with one graded submission, straight into the database."""
+    from server.models import Status, User
+
+    user = db.scalar(select(User).where(User.username == username))
+    s = Submission(user_id=user.id, exercise=exercise, language="triton", filename="k.py",
+                   source=PASS, status=Status.GRADED, attempts=1, late=False,
+                   verdict="passed", score=score)
+    db.add(s)
+    db.flush()
+    db.add(GradeRun(submission_id=s.id, verdict="passed", score=score,
+                    result={"verdict": "passed", "score": score}, grader_version="test"))
+    return s.id
+
+
+def test_regrade_all_keeps_the_board_and_the_csv_and_leaves_students_room(database_url):
+    """Issue 12: "regrade all" emptied the leaderboard and the CSV while it ran, and its
+    queued regrades filled the queue cap so that every student got 503."""
+    with running(database_url, dispatcher=NoDispatch(), max_queue_depth=2) as client:
+        tokens = add_students(client, "ada", "bob", "cy", "dan")
+        with client.app.state.sessionmaker.begin() as db:
+            for name, score in (("ada", 90.0), ("bob", 80.0), ("cy", 70.0)):
+                _graded(db, name, score)
+        r = client.post("/api/admin/regrade", headers=auth(ADMIN),
+                        json={"exercise": "safe_softmax"})
+        assert r.json() == {"queued": 3}
+        board = client.get("/api/leaderboard/safe_softmax").json()["entries"]
+        assert [(e["display_name"], e["score"]) for e in board] == [
+            ("Ada", 90.0), ("Bob", 80.0), ("Cy", 70.0)]
+        rows = list(csv.DictReader(io.StringIO(
+            client.get("/api/admin/export.csv", headers=auth(ADMIN)).text)))
+        assert len(rows) == 3
+        assert submit(client, tokens["dan"]).status_code == 202  # the cap counts no regrade
+        assert submit(client, tokens["ada"]).status_code == 202  # nor a student's in flight
+
+
+def test_regrades_and_new_work_take_turns(database_url):
+    from server.queue import LocalPool, SlotSpec
+
+    with running(database_url, dispatcher=NoDispatch()) as client:
+        tokens = add_students(client, "ada", "bob", "cy", "dan")
+        with client.app.state.sessionmaker.begin() as db:
+            old = [_graded(db, name, 50.0) for name in ("ada", "bob")]
+        client.post("/api/admin/regrade", headers=auth(ADMIN), json={"exercise": "safe_softmax"})
+        new = [submit(client, tokens[n]).json()["id"] for n in ("cy", "dan")]
+        pool = LocalPool(client.app.state.sessionmaker, None, client.app.state.settings,
+                         slots=[SlotSpec("t", "cpu", None)])
+        order = [pool._claim()[0] for _ in range(4)]
+        assert order == [new[0], old[0], new[1], old[1]]
+        assert pool._claim() is None
+        board = client.get("/api/leaderboard/safe_softmax").json()["entries"]
+        assert len(board) == 2  # the regrades being graded keep their grades on the board

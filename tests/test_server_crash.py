@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, func, select
 from conftest import REPO
 from server.models import GradeRun, Submission
 
-ADMIN = "crash-admin"
+ADMIN = "crash-admin-token-0123"
 
 
 def _state(pid: int) -> str | None:

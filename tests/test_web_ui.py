@@ -21,7 +21,7 @@ from conftest import REPO
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = REPO / "artifacts" / "screenshots"
-ADMIN = "web-admin-token"
+ADMIN = "web-admin-token-0123"
 
 playwright = pytest.importorskip("playwright.sync_api")
 

@@ -32,6 +32,7 @@ def submission_json(request: Request, s: Submission, with_result: bool = True) -
         "status": s.status.value, "verdict": s.verdict, "score": s.score, "late": s.late,
         "flag": s.flag.value, "attempts": s.attempts, "created_at": iso(s.created_at),
         "started_at": iso(s.started_at), "finished_at": iso(s.finished_at),
+        "regrading": bool(s.regrade_pending),
         "url": submission_url(request, s.id),
     }
     if with_result:
