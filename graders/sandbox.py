@@ -159,13 +159,20 @@ def _probe_as_job_uid(launcher: "BwrapLauncher", uids: JobUids) -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="graders-probe-") as tmp:
             os.chmod(tmp, 0o755)
-            job = RunnerJob(python=sys.executable, device="cpu", fds=(0, 1), workdir=Path(tmp),
+            gpu = launcher.gpu_index is not None and os.path.exists("/dev/nvidiactl")
+            job = RunnerJob(python=sys.executable, device="cuda" if gpu else "cpu", fds=(0, 1),
+                            workdir=Path(tmp),
                             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
             job.inbox.mkdir()
             os.chmod(job.inbox, 0o755)
             args, env = launcher.sandbox_args(job)
-            probe = [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, "
-                     f"{SANDBOX_ROOT!r}); import numpy, graders.protocol"]
+            # on a GPU the uid must also open the device nodes (CUDA would fail later,
+            # in every grading, with a far vaguer error)
+            nodes = [n for n in ("/dev/nvidiactl", f"/dev/nvidia{launcher.gpu_index}",
+                                 "/dev/nvidia-uvm") if gpu and os.path.exists(n)]
+            probe = [sys.executable, "-I", "-c", f"import os, sys; sys.path.insert(0, "
+                     f"{SANDBOX_ROOT!r}); import numpy, graders.protocol; "
+                     f"[os.close(os.open(n, os.O_RDWR)) for n in {nodes!r}]"]
             proc = subprocess.run([sys.executable, "-I", "-c", _SHIM, "0", "", str(uid),
                                    *args, *probe], env=env, capture_output=True, text=True,
                                   timeout=120, cwd=tmp)
@@ -175,9 +182,9 @@ def _probe_as_job_uid(launcher: "BwrapLauncher", uids: JobUids) -> None:
         raise SandboxUnavailable(
             f"the sandbox does not start as a job uid ({uid}): {proc.stderr.strip()[-600:]}. "
             "The grader runs each job as a uid of its own where it has no job cgroup; that uid "
-            "must be able to create user namespaces and read the graders' Python environment "
-            "and repository (chmod o+rx on their folders), or give the grader a cgroup with "
-            "the pids controller")
+            "must be able to create user namespaces, read the graders' Python environment "
+            "and repository (chmod o+rx on their folders) and, on a GPU, open /dev/nvidia* "
+            "(mode 0666); or give the grader a cgroup with the pids controller")
 
 
 class BwrapLauncher:
