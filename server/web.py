@@ -7,6 +7,7 @@ submission page polls for its result.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,6 +25,7 @@ from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Status, Submission, User
 from .services import Refused, accept_submission, deadline_of, leaderboard, requeue, submissions_query
+from .graders_client import LANGUAGE_BY_SUFFIX
 from .settings import REPO_ROOT
 
 FRONTEND = REPO_ROOT / "frontend"
@@ -138,6 +140,9 @@ async def submit_page(name: str, request: Request, source: str = Form(""),
     filename = f"submission{ {'triton': '.py', 'hip': '.hip'}.get(language, '') }"
     if file is not None and file.filename:
         raw, filename = await file.read(), file.filename
+        # an uploaded file says what it is: a .hip file is HIP whatever the picker was left
+        # on (issue 14: it was graded as Triton); a file of no known kind takes the picker's
+        language = LANGUAGE_BY_SUFFIX.get(PurePath(filename).suffix.lower(), language)
     try:
         submission = accept_submission(db, request.app.state.settings,
                                        request.app.state.exercises, user, exercise.name,

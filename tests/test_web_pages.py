@@ -4,6 +4,7 @@ import re
 
 from sqlalchemy import select
 
+from conftest import REPO
 from server.auth import COOKIE
 from server.models import GradeRun, Status, Submission, User
 from test_server_api import ADMIN, add_students, running
@@ -97,3 +98,21 @@ def test_signing_out_ends_the_session_and_the_api_token_stays(tmp_path):
         assert client.get("/me", follow_redirects=False).status_code == 303  # to /signin
         assert client.get("/api/submissions", headers={"Authorization": f"Bearer {token}"}
                           ).status_code == 200
+
+
+def test_an_uploaded_hip_file_is_hip_whatever_the_picker_says(tmp_path):
+    """Issue 14: a .hip upload with the picker left on Triton was graded as Triton."""
+    from test_server_api import NoDispatch
+
+    with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch()) as client:
+        token = add_students(client, "ada")["ada"]
+        sign_in(client, token)
+        form = form_token(client, "/exercises/safe_softmax")
+        hip = (REPO / "reference_solutions" / "safe_softmax" / "solution.hip").read_bytes()
+        r = client.post("/exercises/safe_softmax/submit", follow_redirects=False,
+                        data={"language": "triton", "csrf": form},
+                        files={"file": ("mine.hip", hip, "application/octet-stream")})
+        assert r.status_code == 303, r.text[:300]
+        sid = int(r.headers["location"].rsplit("/", 1)[1])
+        mine = client.get(f"/api/submissions/{sid}").json()
+        assert mine["language"] == "hip" and mine["filename"] == "mine.hip"
