@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from . import GRADER_VERSION
 from .checker import resolve_device
 from .registry import all_exercises, get_exercise
-from .report import render
+from .report import progress_line, render
 from .sandbox import SandboxUnavailable
 from .slots import Slot
 from .spec import SpecError
@@ -162,9 +163,18 @@ def _grade(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)
+    on_check = None
+    if not args.json and sys.stdout.isatty():  # a person watching: a line per check as it ends
+        started = time.monotonic()
+        print(f"grading {args.file.name} ({exercise.name}) …", flush=True)
+
+        def on_check(check):
+            print(progress_line(check, started), flush=True)
     result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed,
                         performance=not args.no_timing, lanes=args.lanes,
-                        call_budget_s=args.call_budget)
+                        call_budget_s=args.call_budget, on_check=on_check)
+    if on_check is not None:
+        print(flush=True)
     if args.json:
         # the slot's health rides along for the server's pool; it is not part of the result
         print(json.dumps({**result.to_json(),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .results import GradeResult
+import time
+
+from .results import CheckResult, GradeResult
 from .vocabulary import Verdict
 
 
@@ -62,3 +64,10 @@ def _dump_table(dump: dict) -> list[str]:
     for name, values in rows:
         out.append(f"        {name:>9} " + " ".join(f"{cell(v):>12}" for v in values))
     return out
+
+
+def progress_line(check: CheckResult, started: float) -> str:
+    """One line as a check finishes (the CLI on a terminal): mark, name, points, time."""
+    mark = "PASS" if check.passed else "FAIL"
+    return (f"  {mark}  {check.name}  {check.points:.4g}/{check.max_points:.4g}  "
+            f"[{time.monotonic() - started:.1f} s]")

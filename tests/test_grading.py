@@ -345,3 +345,32 @@ def test_the_worker_grades_jobs_from_json_lines_on_warm_runners(tmp_path):
     assert answers[0]["result"]["phases"]["runner_start_s"] == 0.0  # a runner made ahead
     assert answers[2]["result"]["verdict"] == "passed"
     assert "bad job line" in answers[3]["error"]
+
+
+def test_the_cli_prints_a_line_per_check_on_a_terminal_and_nothing_extra_when_piped():
+    """Issue 14: on a terminal the CLI printed nothing until the end."""
+    import os
+    import pty
+
+    ref = str(REPO / "reference_solutions" / "safe_softmax" / "mutants" / "naive_unsafe_exp.py")
+    argv = [sys.executable, "-m", "graders", "grade", "safe_softmax", ref, "--device", "cpu"]
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(main)
+    shown = b"".join(chunks).decode(errors="replace")
+    progress = [line for line in shown.splitlines() if "[" in line and " s]" in line]
+    assert len(progress) == 8, shown
+    assert any("FAIL  poisoned_row" in line for line in progress)
+    piped = run_cli("grade", "safe_softmax", ref, "--device", "cpu")
+    assert " s]" not in piped.stdout and "grading " not in piped.stdout
