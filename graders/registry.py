@@ -28,7 +28,8 @@ def _load_all(root: Path) -> dict[str, ExerciseSpec]:
     specs = {}
     for folder in sorted(p for p in root.iterdir() if (p / "spec.toml").is_file()):
         specs[folder.name] = load_spec(folder)
-    return specs
+    # the course's order (exercise 1 first), not the alphabet's
+    return dict(sorted(specs.items(), key=lambda item: (item[1].order, item[0])))
 
 
 def all_exercises() -> dict[str, ExerciseSpec]:

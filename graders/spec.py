@@ -114,6 +114,7 @@ class ExerciseSpec:
     timeouts_s: dict[Device, float]
     call_budgets_s: dict[Device, float] = field(default_factory=lambda: dict(CALL_BUDGETS_S))
     hints: dict[str, str] = field(default_factory=dict)  # exercise-wide, per symptom
+    order: int = 0  # where the course puts it: lists show exercises by this, then by name
     deadline: str | None = None
     languages: tuple[str, ...] = ("triton",)
     performance: PerformanceSpec | None = None
@@ -253,11 +254,12 @@ def load_spec(folder: Path) -> ExerciseSpec:
             Device.CUDA: float(limits.get("cuda_call_budget_s", CALL_BUDGETS_S[Device.CUDA])),
         },
         hints={str(k): str(v) for k, v in raw.get("hints", {}).items()},
+        order=int(raw.get("order", 0)),
         deadline=raw.get("deadline"),
         languages=tuple(raw.get("languages", ["triton"])),
         performance=_load_performance(raw, entry_points, where),
         hip=_load_hip(raw, where),
         extra={k: v for k, v in raw.items() if k not in {
             "title", "summary", "entry_points", "attributes", "checks", "tolerance", "limits",
-            "deadline", "languages", "performance", "hip", "hints"}},
+            "deadline", "languages", "performance", "hip", "hints", "order"}},
     )

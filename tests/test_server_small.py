@@ -107,3 +107,11 @@ def test_the_leaderboard_reads_no_source_and_is_served_from_cache_until_a_change
     assert [e["display_name"] for e in first["entries"]] == ["Ada", "Bob"] and again == first
     assert read and not any("source" in sql for sql in read)
     assert not any("submissions" in sql for sql in statements)  # the second: from the cache
+
+
+def test_exercises_are_listed_in_the_courses_order(client):
+    """Issue 14: listed alphabetically, exercise 1 (safe softmax) came last."""
+    names = [e["name"] for e in client.get("/api/exercises").json()["exercises"]]
+    assert names == ["safe_softmax", "masked_softmax", "online_softmax"]
+    page = client.get("/exercises").text
+    assert page.index("Safe softmax") < page.index("Masked softmax") < page.index("Online softmax")
