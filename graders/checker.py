@@ -166,7 +166,6 @@ class Grader:
         self._stop: RunStopped | None = None
         self._overruns = 0
         self._open: list[RunnerProcess] = []
-        self._closed: list[RunnerProcess] = []
         self._outputs: list[str] = []
         self._dropped = 0
         self._reports: list[CloseReport] = []
@@ -410,8 +409,11 @@ class Grader:
         if failed:
             result.message = f"{len(failed)} of {len(result.checks)} checks failed: " + ", ".join(
                 c.name for c in failed)
-        if not self._wants_timing(failed):
-            self._time(None, checks_module, result, bool(failed))
+        if timed is None or result.device != Device.CUDA.value:
+            return
+        if failed:
+            result.performance = {"skipped": "a check failed, and correctness gates performance",
+                                  "points": 0.0, "max_points": timed.points}
             return
         # the runner that compiled for the timing times; the others leave the GPU first
         kept.sort(key=lambda k: not k.warmed)
@@ -423,7 +425,7 @@ class Grader:
         timing_started = time.monotonic()
         try:
             with self.pool.gpu_gate.exclusive():  # warm runners being made keep off the GPU
-                self._time(lane.session, checks_module, result, False)
+                self._time(lane.session, timed, checks_module, result)
         finally:
             result.phases["timing_s"] = round(time.monotonic() - timing_started, 3)
 
@@ -444,9 +446,9 @@ class Grader:
         """Compile the timed shapes' kernels in this lane while the others check. A runner
         that overruns here is replaced; the overrun counts only when timing repeats it."""
         started = time.monotonic()
+        rng = self.rng("warmup")
         for shape in spec.shapes:
-            request = {"op": "perf_warmup", **timing_request(shape, int(self.rng("warmup")
-                                                                           .integers(0, 2**31)))}
+            request = {"op": "perf_warmup", **timing_request(shape, int(rng.integers(0, 2**31)))}
             try:
                 lane.session.request(request, during=f"while compiling for {shape.label}",
                                      budget_s=self.budget_s)
@@ -458,20 +460,9 @@ class Grader:
             result.phases["timing_warmup_s"] = round(time.monotonic() - started, 3)
         return lane
 
-    def _wants_timing(self, failed: list[CheckResult]) -> bool:
-        return (self.exercise.performance is not None and self.time_it and not failed
-                and self.device is Device.CUDA)
-
-    def _time(self, session: Session | None, checks_module: ModuleType, result: GradeResult,
-              failed: bool) -> None:
-        """GPU only, and only for a submission that passed: correctness gates performance."""
-        spec = self._timed_spec()
-        if spec is None or result.device != Device.CUDA.value:
-            return
-        if failed or session is None:
-            result.performance = {"skipped": "a check failed, and correctness gates performance",
-                                  "points": 0.0, "max_points": spec.points}
-            return
+    def _time(self, session: Session, spec: PerformanceSpec, checks_module: ModuleType,
+              result: GradeResult) -> None:
+        """Times ``spec``'s shapes: GPU only, after every check passed."""
         run = PerformanceRun(spec, self.exercise.tolerances, checks_module, session,
                              self.rng("performance"), getattr(self.launcher, "gpu_index", None),
                              budget_s=self.budget_s + TIMING_BUDGET_S)

@@ -128,6 +128,13 @@ class CloseReport:
     all_killed: bool
 
 
+def _start_timer(seconds: float, action: Callable[[], None]) -> threading.Timer:
+    timer = threading.Timer(seconds, action)
+    timer.daemon = True  # a watchdog never keeps the grader alive
+    timer.start()
+    return timer
+
+
 @dataclass(eq=False)  # one process, one object: compared by identity
 class RunnerProcess:
     proc: subprocess.Popen
@@ -177,9 +184,7 @@ class RunnerProcess:
         """Start the run's wall clock: the runner is killed ``timeout_s`` from now."""
         if self._watchdog:
             self._watchdog.cancel()
-        self._watchdog = threading.Timer(max(timeout_s, 0.0), self._on_deadline)
-        self._watchdog.daemon = True
-        self._watchdog.start()
+        self._watchdog = _start_timer(max(timeout_s, 0.0), self._on_deadline)
 
     def disarm(self) -> None:
         """No wall clock: a warm runner waits, running only trusted code, for its job."""
@@ -199,9 +204,7 @@ class RunnerProcess:
         """Kill the runner unless the call now sent is answered within ``budget_s``."""
         self.end_call()
         if budget_s:
-            self._call_timer = threading.Timer(budget_s, self._on_budget)
-            self._call_timer.daemon = True
-            self._call_timer.start()
+            self._call_timer = _start_timer(budget_s, self._on_budget)
 
     def end_call(self) -> None:
         if self._call_timer:

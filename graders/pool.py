@@ -181,14 +181,13 @@ class RunnerPool:
         return ready
 
     def take(self) -> ReadyRunner:
+        """A ready runner, or one prepared on the spot (raises RunStopped if it can't be)."""
+        ready = self.take_ready()
+        if ready is not None:
+            return ready
+        ready = prepare(self.device, self.launcher, self.gpu_gate)
         with self._cond:
-            ready = self._ready.pop(0) if self._ready else None
-        if ready is None:
-            ready = prepare(self.device, self.launcher, self.gpu_gate)  # raises RunStopped
-            with self._cond:
-                self._failures = 0
-        else:
-            ready.phases = {"runner_start_s": 0.0, "known_answer_s": 0.0}  # done ahead
+            self._failures = 0
         self.fill()
         return ready
 

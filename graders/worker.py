@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from .checker import resolve_device
+from .checker import default_lanes, resolve_device
 from .registry import get_exercise
 from .slots import Slot
 from .spec import SpecError
@@ -36,8 +36,6 @@ def default_warm(device: Device) -> int:
     grading that follows another at once still finds its runners ready while the first
     one's replacements start (measured on the H200: with one grading's worth, every
     second grading of a burst waited ~10 s for runners)."""
-    from .checker import default_lanes
-
     return 2 * default_lanes(device) + 1
 
 

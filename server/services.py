@@ -178,17 +178,23 @@ def _board(db: Session, exercise: str) -> tuple[list[tuple[int, dict]], bytes]:
     return entries, encoded
 
 
+def _ranked(exercise: str):
+    """Each student's counted submissions, numbered best first (``place`` 1 is the best;
+    ties go to the earlier one): read by the board's index, never a source."""
+    return (select(Submission.id, Submission.user_id, Submission.score, Submission.late,
+                   Submission.created_at,
+                   func.row_number().over(partition_by=Submission.user_id, order_by=(
+                       Submission.score.desc(), Submission.created_at, Submission.id))
+                   .label("place"))
+            .join(User, Submission.user_id == User.id)
+            .where(Submission.exercise == exercise, on_the_board(),
+                   User.role == Role.STUDENT, Submission.flag == Flag.NONE)
+            .subquery())
+
+
 def _leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
-    # one row per student, read by index, and only the columns the board shows
-    ranked = (select(Submission.id, Submission.user_id, Submission.score, Submission.late,
-                     Submission.created_at,
-                     func.row_number().over(partition_by=Submission.user_id, order_by=(
-                         Submission.score.desc(), Submission.created_at, Submission.id))
-                     .label("place"))
-              .join(User, Submission.user_id == User.id)
-              .where(Submission.exercise == exercise, on_the_board(),
-                     User.role == Role.STUDENT, Submission.flag == Flag.NONE)
-              .subquery())
+    # one row per student, and only the columns the board shows
+    ranked = _ranked(exercise)
     rows = db.execute(select(ranked, User.display_name)
                       .join(User, User.id == ranked.c.user_id).where(ranked.c.place == 1)
                       .order_by(ranked.c.score.desc(), ranked.c.created_at, ranked.c.id)).all()
@@ -212,11 +218,8 @@ def _leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
 
 def best_per_student(db: Session, exercise: str) -> list[tuple[User, Submission]]:
     """Best score per student, ties to the earlier submission; flagged ones left out."""
-    query = (select(Submission, User).join(User, Submission.user_id == User.id)
-             .where(Submission.exercise == exercise, on_the_board(),
-                    User.role == Role.STUDENT, Submission.flag == Flag.NONE)
-             .order_by(Submission.score.desc(), Submission.created_at, Submission.id))
-    best: dict[int, tuple[User, Submission]] = {}
-    for submission, user in db.execute(query):
-        best.setdefault(user.id, (user, submission))
-    return list(best.values())
+    ranked = _ranked(exercise)
+    return [(user, submission) for submission, user in db.execute(
+        select(Submission, User).join(User, Submission.user_id == User.id)
+        .join(ranked, ranked.c.id == Submission.id).where(ranked.c.place == 1)
+        .order_by(ranked.c.score.desc(), ranked.c.created_at, ranked.c.id))]
