@@ -107,6 +107,42 @@ def test_a_fork_bomb_beside_the_reference_is_contained_by_its_uid(no_cgroup, tmp
     assert _uid_processes() == [], "a job uid kept processes after its job"
 
 
+@pytest.mark.gpu
+def test_on_the_gpu_a_fork_bomb_beside_the_timed_reference_is_contained(no_cgroup, tmp_path):
+    """The H200 host: root, no delegated cgroup. Both gradings use the GPU, as in a class."""
+    launcher = default_launcher(sandbox=True, gpu_index=0)
+    assert launcher.job_uids is not None
+    reference = REPO / "reference_solutions" / "safe_softmax" / "solution.py"
+    (tmp_path / "bomb").mkdir()
+    bomb = tmp_path / "bomb" / "submission.py"
+    bomb.write_text(FORK_BOMB)
+    results = {}
+
+    def run(name, path, timed):
+        started = time.monotonic()
+        results[name] = (grade(get_exercise("safe_softmax"), path, Device.CUDA,
+                               launcher=launcher, performance=timed),
+                         time.monotonic() - started)
+
+    threads = [threading.Thread(target=run, args=("bomb", bomb, False)),
+               threading.Thread(target=run, args=("good", reference, True))]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    assert subprocess.run(["true"], timeout=10).returncode == 0
+    for t in threads:
+        t.join(timeout=300)
+    (bomb_result, bomb_s), (good_result, good_s) = results["bomb"], results["good"]
+    print(f"\nfork bomb on cuda: {bomb_result.verdict.value} in {bomb_s:.1f} s: "
+          f"{bomb_result.message[:160]}\nreference beside it on cuda, timed: "
+          f"{good_result.verdict.value} {good_result.score}/{good_result.max_score} "
+          f"in {good_s:.1f} s")
+    assert good_result.verdict is Verdict.PASSED, good_result.message
+    assert bomb_result.verdict in {Verdict.RUNTIME_ERROR, Verdict.REJECTED, Verdict.TIMEOUT}
+    assert bomb_s <= 60
+    assert _uid_processes() == [], "a job uid kept processes after its job"
+
+
 def test_a_double_forked_daemon_dies_with_its_uid(no_cgroup, tmp_path):
     launcher = default_launcher(sandbox=True, gpu_index=None)
     path = tmp_path / "submission.py"

@@ -16,6 +16,16 @@ if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
 fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site
+# the H200 host has no delegated cgroup: there each runner runs as a job uid of its own
+# (graders/jobuids.py), which must pass through the folders above the repository and the
+# Python environment (o+x), as a deployment installs them (docs/deploy.md)
+for path in "$PWD" "$(python3 -c 'import sys; print(sys.base_prefix)')" \
+            "$(readlink -f "$(command -v python3)")" /tmp/site /tmp/bw; do
+  d=$path; while [ "$d" != / ] && [ -n "$d" ]; do
+    [ -d "$d" ] && chmod o+x "$d"; d=$(dirname "$d"); done
+done
+chmod -R o+rX . /tmp/site /tmp/bw 2>/dev/null
+echo "job uids needed here (no job cgroup): $(python3 -c 'from graders.cgroups import cgroups_usable; print(not cgroups_usable())')"
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)"
 for part in "$@"; do case "$part" in
@@ -26,7 +36,7 @@ for part in "$@"; do case "$part" in
     timeout 280 python3 docs/experiments/block_limit.py --timeout 60 --out "$OUT/block_limit.md" \
       2>&1 | tee "$OUT/block_limit.log" ;;
   tests)
-    timeout ${TESTS_TIMEOUT:-580} python3 -m pytest -q -m gpu -s -p no:cacheprovider tests/test_gpu.py \
+    timeout ${TESTS_TIMEOUT:-580} python3 -m pytest -q -m gpu -s -p no:cacheprovider tests/test_process_cap.py tests/test_gpu.py \
       ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee -a "$OUT/test_gpu.log" ;;
   load)
     timeout 580 python3 -m graders bench --load --device cuda --out "$OUT/load.md" 2>&1 | tee "$OUT/load.log" ;;
