@@ -143,6 +143,25 @@ def test_on_the_gpu_a_fork_bomb_beside_the_timed_reference_is_contained(no_cgrou
     assert _uid_processes() == [], "a job uid kept processes after its job"
 
 
+def test_a_zombie_of_a_job_uid_is_not_waited_for(no_cgroup):
+    """A killed sandbox's inner bubblewrap becomes a zombie of the host's init, reaped when
+    init gets to it. It runs nothing; counting it made every runner's close wait ~2 s."""
+    uid = jobuids.UID_BASE + jobuids.UID_COUNT - 1
+    pid = os.fork()
+    if pid == 0:  # the child becomes the uid and exits at once: a zombie until reaped
+        os.setresuid(uid, uid, uid)
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 5
+        while "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert jobuids.processes_of(uid) == []
+        assert jobuids.kill_uid(uid, wait_s=1.0)
+    finally:
+        os.waitpid(pid, 0)
+
+
 def test_a_double_forked_daemon_dies_with_its_uid(no_cgroup, tmp_path):
     launcher = default_launcher(sandbox=True, gpu_index=None)
     path = tmp_path / "submission.py"
