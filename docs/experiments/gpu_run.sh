@@ -39,5 +39,5 @@ for part in "$@"; do case "$part" in
     timeout ${TESTS_TIMEOUT:-580} python3 -m pytest -q -m gpu -s -p no:cacheprovider tests/test_process_cap.py tests/test_gpu.py \
       ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee -a "$OUT/test_gpu.log" ;;
   load)
-    timeout 580 python3 -m graders bench --load --device cuda --out "$OUT/load.md" 2>&1 | tee "$OUT/load.log" ;;
+    timeout ${LOAD_TIMEOUT:-580} python3 -m graders bench --load --device cuda --out "$OUT/load.md" 2>&1 | tee "$OUT/load.log" ;;
 esac; done
