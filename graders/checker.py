@@ -425,6 +425,7 @@ class Grader:
         timing_started = time.monotonic()
         try:
             with self.pool.gpu_gate.exclusive():  # warm runners being made keep off the GPU
+                result.phases["timing_gate_wait_s"] = round(time.monotonic() - timing_started, 3)
                 self._time(lane.session, timed, checks_module, result)
         finally:
             result.phases["timing_s"] = round(time.monotonic() - timing_started, 3)

@@ -33,6 +33,11 @@ def main():
         h, op = msg.header, msg.header["op"]
         if op == "hello":
             protocol.send(outbox, {"ok": True, "device": "cuda", "device_name": "Fake GPU"})
+        elif op == "warm":
+            if mode == "slow_warm":  # a compile and lazy imports that take a while
+                import time
+                time.sleep(3)
+            protocol.send(outbox, {"ok": True})
         elif op == "known_answer":
             x = msg.arrays[0].to_f64()
             m = x.max(axis=1)

@@ -30,6 +30,8 @@ def main():
         op = msg.header["op"]
         if op == "hello":
             protocol.send(outbox, {"ok": True, "device": "cpu", "device_name": "fake"})
+        elif op == "warm":
+            protocol.send(outbox, {"ok": True})
         elif op == "known_answer":
             wrong = mode == "wrong_known_answer"
             x = msg.arrays[0].to_f64()

@@ -104,3 +104,29 @@ def test_the_graded_shapes_are_the_issues(tmp_path):
     assert padding.bytes_moved == 2 * 4 * 16384 * 1024 + 4 * 16384 * 1025 // 2
     assert get_exercise("safe_softmax").performance.shapes[0].bytes_moved == 2 * 4 * 4096 * 4096
     assert math.isclose(get_exercise("online_softmax").performance.points, 100)
+
+
+def test_a_runner_being_made_ready_keeps_the_gpu_free_while_it_compiles(tmp_path):
+    """Timing waits for warm runners only while they touch the GPU (the CUDA context, one
+    small launch), not while they compile and import: on the H200 a burst's gradings
+    waited ~4 s each at the gate while their replacements compiled."""
+    import threading
+    import time
+
+    from graders.pool import GpuGate, prepare
+
+    gate = GpuGate()
+    made = {}
+    preparer = threading.Thread(target=lambda: made.update(
+        ready=prepare(Device.CUDA, FakeGpuLauncher("slow_warm"), gate)))
+    preparer.start()
+    time.sleep(0.5)  # the runner is started and in its 3 s warm-up
+    asked = time.monotonic()
+    with gate.exclusive():
+        waited = time.monotonic() - asked
+        time.sleep(0.5)
+    preparer.join(timeout=30)
+    ready = made["ready"]
+    ready.process.close()
+    assert waited < 1.0, f"timing waited {waited:.1f} s for a runner that was compiling"
+    assert ready.phases["warm_s"] >= 3.0
