@@ -11,6 +11,7 @@ graded shapes are timed on one runner alone (graders.performance).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib.util
 import inspect
@@ -186,6 +187,7 @@ class Grader:
             result.message = f"exercise {self.exercise.name} is broken: {exc}"
             return result
         try:
+            self._parse()
             self._run(checks_module, result)
         except RunStopped as stop:
             result.verdict, result.message, result.line = stop.verdict, stop.message, stop.line
@@ -215,6 +217,25 @@ class Grader:
         if result.device == Device.CUDA.value and self.exercise.performance and self.time_it:
             result.max_score = 100 + self.exercise.performance.points
         return result
+
+    def _parse(self) -> None:
+        """A Python file that does not parse is answered here, in milliseconds and with its
+        line, without a runner. Parsing reads the text; nothing of it runs."""
+        if self.language is not Language.TRITON:
+            return
+        try:
+            source = self.submission.read_bytes()
+        except OSError:
+            return  # the runner's load says what is wrong
+        try:
+            ast.parse(source, filename="submission.py")
+        except SyntaxError as exc:
+            line = exc.lineno if isinstance(exc.lineno, int) else None
+            where = f" (line {line} of your file)" if line else ""
+            raise RunStopped(Verdict.COMPILE_ERROR, f"{type(exc).__name__}: {exc.msg}{where} "
+                                                    "while importing your file", line) from None
+        except (ValueError, RecursionError, MemoryError):
+            return  # null bytes, nesting too deep: the runner's import reports it
 
     # -- runners --------------------------------------------------------------------------
     def _open_lane(self, result: GradeResult, extra: bool = False) -> _Lane | None:

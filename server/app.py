@@ -12,8 +12,8 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import web
-from .api import admin, exercises, leaderboard, submissions
+from . import metrics, web
+from .api import admin, exercises, internal, leaderboard, submissions
 from .auth import hash_token, new_token
 from .db import make_engine, make_sessionmaker
 from .graders_client import GradersClient
@@ -46,6 +46,15 @@ def bootstrap_instructor(sessions, settings: Settings) -> str | None:
     return None
 
 
+def make_dispatcher(sessions, client: GradersClient, settings: Settings) -> Dispatcher:
+    """The embedded default grades here; ``DISPATCHER=celery`` on remote workers."""
+    if settings.dispatcher == "celery":
+        from .dispatch_celery import CeleryDispatcher  # celery is needed only then
+
+        return CeleryDispatcher(sessions, settings)
+    return LocalPool(sessions, client, settings)
+
+
 def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -61,7 +70,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         token = bootstrap_instructor(sessions, settings)
         if token:
             print(f"Instructor token (shown once, store it now): {token}", flush=True)
-        app.state.dispatcher = dispatcher or LocalPool(sessions, client, settings)
+        app.state.dispatcher = dispatcher or make_dispatcher(sessions, client, settings)
         app.state.dispatcher.start()
         log.info("serving %d exercises from %s", len(app.state.exercises),
                  engine.url.render_as_string(hide_password=True))
@@ -72,7 +81,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app = FastAPI(title="Softmax autograder", version="0.1.0", lifespan=lifespan,
                   description="Submit Triton kernels for the A07 softmax exercises; read verdicts "
                               "and the leaderboard.")
-    for module in (submissions, exercises, leaderboard, admin, web):
+    for module in (submissions, exercises, leaderboard, admin, internal, metrics, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,

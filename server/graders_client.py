@@ -4,31 +4,30 @@
 ``python -m graders worker`` per slot, a process that lives between jobs and keeps
 warm runners (sandbox up, torch and CUDA initialised), fed one JSON line per job;
 ``python -m graders grade EXERCISE FILE --json`` (one process per grading) is the
-fallback where a stand-in grader command is configured. Nothing from ``graders`` is
-imported here, so the web process holds no torch, no triton and no student code.
+fallback where a stand-in grader command is configured. Only
+``graders.worker_client`` (the standard library alone) is imported from the graders, so
+the web process holds no torch, no triton and no student code.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
-import queue
 import shlex
 import signal
 import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from graders.worker_client import (GradeOutcome, SlotWorker, die_with_parent, outcome_of,
+                                   write_submission)
 
 from .settings import REPO_ROOT, Settings
 
 log = logging.getLogger("server.graders")
-SUFFIX = {"triton": ".py", "hip": ".hip"}
-WORKER_START_S = 300.0  # a worker's first runners (CUDA contexts, kernels) are ready by then
 LANGUAGE_BY_SUFFIX = {".py": "triton", ".cpp": "hip", ".hip": "hip"}
 
 
@@ -43,124 +42,6 @@ class ExerciseInfo:
     statement: str
     skeletons: dict[str, dict[str, str]]
     checks: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class GradeOutcome:
-    result: dict[str, Any] | None  # the grader's JSON, when it produced one
-    fault: str = ""  # why there is no result (a grader fault, never the student's)
-    slot_healthy: bool = True
-    slot_problem: str = ""
-
-
-def _die_with_parent() -> None:
-    """A grader outlives no server: if the server is killed, so is the grader."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _write_submission(tmp: str, language: str, source: str) -> Path:
-    path = Path(tmp) / f"submission{SUFFIX.get(language, '.txt')}"
-    path.write_text(source)
-    os.chmod(tmp, 0o755)
-    os.chmod(path, 0o644)  # readable by the sandbox's uid
-    return path
-
-
-def _outcome(result: Any, why_not: str) -> GradeOutcome:
-    if not (isinstance(result, dict) and "verdict" in result and "score" in result):
-        return GradeOutcome(None, why_not)
-    slot = result.pop("slot", {}) or {}
-    return GradeOutcome(result, slot_healthy=bool(slot.get("healthy", True)),
-                        slot_problem=str(slot.get("problem", "")))
-
-
-class SlotWorker:
-    """One ``graders worker`` process for one slot: started on first use, and again
-    after it dies or overruns; a job that gets no answer is a grader fault (retried)."""
-
-    def __init__(self, argv: list[str], timeout_s: float):
-        self.argv, self.timeout_s = argv, timeout_s
-        self.proc: subprocess.Popen | None = None
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.jobs = 0
-
-    def _start(self) -> str:
-        try:
-            self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, text=True, bufsize=1,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
-        except OSError as exc:
-            return f"could not start the grader worker: {exc}"
-        self.lines = queue.Queue()
-        threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True,
-                         name="grader-worker-reader").start()
-        first = self._next_line(WORKER_START_S)
-        if first is None or not first.get("ready"):
-            self.stop()
-            return "the grader worker did not become ready"
-        log.info("grader worker %d ready: %s", self.proc.pid, first)
-        return ""
-
-    @staticmethod
-    def _read(proc: subprocess.Popen, lines: "queue.Queue[str | None]") -> None:
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)  # the worker is gone
-
-    def _next_line(self, timeout_s: float) -> dict[str, Any] | None:
-        try:
-            line = self.lines.get(timeout=timeout_s)
-        except queue.Empty:
-            return None
-        if line is None:
-            return None
-        try:
-            value = json.loads(line)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
-
-    def warm_up(self) -> str:
-        if self.proc is None or self.proc.poll() is not None:
-            return self._start()
-        return ""
-
-    def grade(self, exercise: str, path: Path) -> GradeOutcome:
-        problem = self.warm_up()
-        if problem:
-            return GradeOutcome(None, problem)
-        self.jobs += 1
-        job_id = self.jobs
-        try:
-            self.proc.stdin.write(json.dumps({"id": job_id, "exercise": exercise,
-                                              "file": str(path)}) + "\n")
-            self.proc.stdin.flush()
-        except OSError as exc:
-            self.stop()
-            return GradeOutcome(None, f"the grader worker is gone: {exc}")
-        answer = self._next_line(self.timeout_s)
-        if answer is None or answer.get("id") != job_id:
-            self.stop()
-            return GradeOutcome(None, f"the grader worker gave no answer within "
-                                      f"{self.timeout_s:g} s")
-        if answer.get("result") is None:
-            return GradeOutcome(None, str(answer.get("error") or "no result"))
-        result = answer["result"]
-        if isinstance(result, dict):
-            result["slot"] = answer.get("slot") or {}
-        return _outcome(result, "the grader worker's answer holds no result")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
-            self.proc = None
 
 
 class GradersClient:
@@ -207,17 +88,17 @@ class GradersClient:
               gpu_index: int | None) -> GradeOutcome:
         if self.persistent:
             with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
-                path = _write_submission(tmp, language, source)
+                path = write_submission(tmp, language, source)
                 return self._worker(device, gpu_index).grade(exercise, path)
         with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
-            path = _write_submission(tmp, language, source)
+            path = write_submission(tmp, language, source)
             argv = self.base + ["grade", exercise, str(path), "--json", "--device", device]
             if gpu_index is not None:
                 argv += ["--gpu-index", str(gpu_index)]
             try:
                 proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True,
-                                        start_new_session=True, preexec_fn=_die_with_parent)
+                                        start_new_session=True, preexec_fn=die_with_parent)
             except OSError as exc:
                 return GradeOutcome(None, f"could not start the grader: {exc}")
             try:
@@ -230,5 +111,5 @@ class GradersClient:
             result = json.loads(out)
         except ValueError:
             result = None
-        return _outcome(result, f"the grader exited {proc.returncode} without a result: "
+        return outcome_of(result, f"the grader exited {proc.returncode} without a result: "
                                 f"{err.strip()[-1000:]}")

@@ -86,6 +86,11 @@ class Submission(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # remote grading (server/dispatch_celery.py): published to the broker, last heard of
+    # from its worker, and which worker (migration 0005)
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(128), nullable=True)
     # the latest result's headline, for the leaderboard and lists
     verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
     score: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import itertools
 import json
 import math
@@ -17,6 +19,8 @@ from .graders_client import LANGUAGE_BY_SUFFIX, ExerciseInfo
 from .models import Flag, GradeRun, Role, Status, Submission, User
 from .queue import queue_depth
 from .settings import Settings
+
+log = logging.getLogger("server.submissions")
 
 
 
@@ -93,6 +97,8 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
                             late=bool(deadline and now > deadline), created_at=now)
     db.add(submission)
     db.commit()
+    log.info("submission=%d user=%s exercise=%s language=%s queued", submission.id,
+             user.username, exercise.name, language)
     return submission
 
 

@@ -33,6 +33,17 @@ class Settings(BaseSettings):
     grader_command: str = ""  # tests only: a stand-in for `python -m graders`
     max_grader_attempts: int = 3  # grader_error retried this often, then `error`
 
+    # who grades: `local` (the embedded default: slots in this process's machine) or
+    # `celery` (workers on other hosts, through a Redis broker; server/dispatch_celery.py)
+    dispatcher: str = "local"
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    grader_queue: str = "cuda"  # the Celery queue (device kind) jobs are published to
+    task_secret: str = ""  # signs each task's result credential; kept in var/ when unset
+    publish_window: int = 4  # jobs published and not yet started, at most (a broker lost
+    # with its messages loses no more than these, and they come back after publish_timeout_s)
+    publish_timeout_s: float = 60.0  # published, never started: put back and published again
+    heartbeat_timeout_s: float = 30.0  # a started job's worker silent this long: put back
+
     # limits
     max_source_bytes: int = 64 * 1024
     max_body_bytes: int = 1 << 20  # any request body: past it 413, before it is read
@@ -50,6 +61,14 @@ class Settings(BaseSettings):
         if value is not None and len(value) < 16:
             raise ValueError("ADMIN_TOKEN must be at least 16 characters (or leave it unset: "
                              "the server then makes one and prints it once)")
+        return value
+
+    @field_validator("dispatcher")
+    @classmethod
+    def _known_dispatcher(cls, value):
+        if value not in ("local", "celery"):
+            raise ValueError("DISPATCHER is `local` (grade on this machine) or `celery` "
+                             "(workers through BROKER_URL)")
         return value
 
     @field_validator("deadlines", mode="before")

@@ -244,6 +244,18 @@ def test_lying_runners_do_not_pass(tmp_path, mode, verdict):
     assert result.score < 100
 
 
+def test_a_file_that_does_not_parse_is_answered_with_its_line_and_no_runner(tmp_path):
+    """Parsed by the trusted side (nothing runs): a runner that cannot even start is never
+    asked, and the student gets the line at once."""
+    path = tmp_path / "submission.py"
+    path.write_text("import torch\n\ndef softmax(x:\n    return x\n")
+    result = grade(get_exercise("safe_softmax"), path, Device.CPU,
+                   launcher=FakeRunnerLauncher("dies_at_start"), timeout_s=30)
+    assert result.verdict is Verdict.COMPILE_ERROR, result.message
+    assert result.line == 3 and "(line 3 of your file)" in result.message
+    assert "SyntaxError" in result.message
+
+
 # -- the command line ---------------------------------------------------------------------
 
 def test_cli_exit_codes_and_list():

@@ -352,8 +352,8 @@ def test_regrades_and_new_work_take_turns(database_url):
         new = [submit(client, tokens[n]).json()["id"] for n in ("cy", "dan")]
         pool = LocalPool(client.app.state.sessionmaker, None, client.app.state.settings,
                          slots=[SlotSpec("t", "cpu", None)])
-        order = [pool._claim()[0] for _ in range(4)]
+        order = [pool.claimer.claim().id for _ in range(4)]
         assert order == [new[0], old[0], new[1], old[1]]
-        assert pool._claim() is None
+        assert pool.claimer.claim() is None
         board = client.get("/api/leaderboard/safe_softmax").json()["entries"]
         assert len(board) == 2  # the regrades being graded keep their grades on the board

@@ -1,0 +1,13 @@
+"""The contract between the server's Celery dispatcher and a remote grading worker.
+
+Plain names only: the server imports this without the graders' heavy parts, and the
+worker (graders/remote_worker.py) consumes what the server publishes under them.
+"""
+
+TASK_NAME = "graders.grade"  # one task per grading attempt
+QUEUES = ("cpu", "cuda")  # routed by device kind; a worker consumes its own kind's queue
+HEARTBEAT_S = 5.0  # a worker reports this often while it grades
+
+
+def queue_for(device: str) -> str:
+    return device if device in QUEUES else "cuda"

@@ -1,0 +1,100 @@
+"""Where remote workers report: start, heartbeat and result of one task each.
+
+Every call names its task (submission, attempt) and carries that task's credential
+(server/task_tokens.py) in ``X-Task-Token``; nothing else is accepted from a worker. A
+call for an attempt that is over (graded, put back, given to another worker) answers
+409, and the worker drops the task.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Header, HTTPException, Request
+from pydantic import BaseModel, Field
+
+from ..graders_client import GradeOutcome
+from ..jobs import store
+from ..models import Status, Submission, utcnow
+from ..task_tokens import valid
+
+log = logging.getLogger("server.internal")
+router = APIRouter(prefix="/internal/tasks", include_in_schema=False)
+VERDICTS = {"passed", "failed", "rejected", "compile_error", "compiled", "runtime_error",
+            "timeout", "memory_limit", "output_limit", "grader_error"}
+
+
+class WorkerNote(BaseModel):
+    worker: str = Field("", max_length=128)
+
+
+class TaskResult(WorkerNote):
+    result: dict[str, Any] | None = None  # the grader's JSON (graders/results.py)
+    fault: str = Field("", max_length=4000)  # why there is none: a grader fault, retried
+    slot_healthy: bool = True
+    slot_problem: str = Field("", max_length=4000)
+
+
+def _dispatcher(request: Request):
+    return request.app.state.dispatcher
+
+
+def _check(request: Request, submission_id: int, attempt: int, token: str | None) -> None:
+    secret = getattr(_dispatcher(request), "secret", None)
+    if secret is None:
+        raise HTTPException(404, "this server grades locally; it takes no remote results")
+    if not valid(secret, submission_id, attempt, token or ""):
+        raise HTTPException(403, "this task credential is not valid for this task")
+
+
+def _running(db, submission_id: int, attempt: int) -> Submission:
+    s = db.get(Submission, submission_id, with_for_update=True)
+    if s is None or s.status is not Status.RUNNING or s.attempts != attempt:
+        raise HTTPException(409, "this attempt is over (graded, or put back and given "
+                                 "to another worker): drop the task")
+    return s
+
+
+@router.post("/{submission_id}/{attempt}/start")
+def start(submission_id: int, attempt: int, note: WorkerNote, request: Request,
+          x_task_token: str | None = Header(None)):
+    """A worker took the task from the broker and begins grading it."""
+    _check(request, submission_id, attempt, x_task_token)
+    with request.app.state.sessionmaker.begin() as db:
+        s = _running(db, submission_id, attempt)
+        if s.heartbeat_at is not None:
+            raise HTTPException(409, "another worker already started this attempt")
+        s.started_at = s.heartbeat_at = utcnow()
+        s.worker = note.worker or None
+    _dispatcher(request).heard_from(note.worker, started=True)
+    return {"ok": True}
+
+
+@router.post("/{submission_id}/{attempt}/heartbeat")
+def heartbeat(submission_id: int, attempt: int, note: WorkerNote, request: Request,
+              x_task_token: str | None = Header(None)):
+    _check(request, submission_id, attempt, x_task_token)
+    with request.app.state.sessionmaker.begin() as db:
+        _running(db, submission_id, attempt).heartbeat_at = utcnow()
+    _dispatcher(request).heard_from(note.worker)
+    return {"ok": True}
+
+
+@router.post("/{submission_id}/{attempt}/result")
+def result(submission_id: int, attempt: int, body: TaskResult, request: Request,
+           x_task_token: str | None = Header(None)):
+    """The grading's outcome, stored once for this attempt."""
+    _check(request, submission_id, attempt, x_task_token)
+    outcome = body.result
+    if outcome is not None and not (outcome.get("verdict") in VERDICTS and
+                                    isinstance(outcome.get("score"), (int, float))):
+        raise HTTPException(422, "a result needs a known verdict and a numeric score")
+    dispatcher = _dispatcher(request)
+    stored = store(request.app.state.sessionmaker, request.app.state.settings, submission_id,
+                   attempt, GradeOutcome(outcome, body.fault, body.slot_healthy,
+                                         body.slot_problem), dispatcher.notify)
+    dispatcher.heard_from(body.worker, finished=True, healthy=body.slot_healthy)
+    if stored == "stale":
+        raise HTTPException(409, "this attempt is over: its result was not stored")
+    return {"stored": stored}

@@ -1,0 +1,163 @@
+"""Grading on remote workers through Celery and a Redis broker (``DISPATCHER=celery``).
+
+The database stays the truth and the broker is only a way to reach a worker:
+
+- **An outbox.** A committed submission waits as ``queued``. The publisher claims it
+  (``running``, attempt + 1, ``dispatched_at``) and then publishes the task; if the broker
+  is down the claim is undone and the submission waits, to be published when the broker
+  is back. At most ``publish_window`` jobs are published and not yet started, so a broker
+  that dies with its messages loses only those.
+- **Leases.** A worker says when it starts a task and then every few seconds
+  (server/api/internal.py). A job published and never started within
+  ``publish_timeout_s``, or started and silent for ``heartbeat_timeout_s``, is put back and
+  published again under a new attempt; a late answer for the old attempt is refused.
+- **Exactly once.** Results are stored only for the running attempt (server/jobs.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from celery import Celery
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from graders.task_contract import TASK_NAME, queue_for
+
+from .jobs import Claimer, Job, release, requeue_stale
+from .models import Status, Submission, utcnow
+from .settings import Settings
+from .task_tokens import load_secret, token_for
+
+log = logging.getLogger("server.celery")
+WORKER_SEEN_S = 60.0  # a worker heard from within this is counted as in service
+
+
+def make_celery(broker_url: str) -> Celery:
+    app = Celery("autograder", broker=broker_url)
+    app.conf.update(
+        broker_connection_retry_on_startup=True,
+        broker_connection_timeout=3,
+        # the outbox retries; a publish must not hang the publisher while the broker is down
+        task_publish_retry=False,
+        broker_transport_options={"socket_connect_timeout": 3, "socket_timeout": 5},
+    )
+    return app
+
+
+class CeleryDispatcher:
+    """Publishes claimed jobs to workers; puts back what the workers lost."""
+
+    def __init__(self, sessions: sessionmaker[Session], settings: Settings,
+                 celery: Celery | None = None):
+        self.sessions, self.settings = sessions, settings
+        self.celery = celery or make_celery(settings.broker_url)
+        self.secret = load_secret(settings)
+        self.claimer = Claimer(sessions)
+        self.queue = queue_for(settings.grader_queue)
+        self._wake = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._started_at = time.monotonic()
+        self._workers: dict[str, float] = {}  # worker name -> last heard (monotonic)
+        self._unhealthy: set[str] = set()
+        self.broker_up = True
+
+    # -- Dispatcher ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._started_at = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="celery-publisher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def notify(self) -> None:
+        with self._wake:
+            self._wake.notify_all()
+
+    def heard_from(self, worker: str, started: bool = False, finished: bool = False,
+                   healthy: bool = True) -> None:
+        if worker:
+            self._workers[worker] = time.monotonic()
+            (self._unhealthy.discard if healthy else self._unhealthy.add)(worker)
+        if started:
+            self.notify()  # a place in the publish window is free
+
+    def workers(self) -> tuple[int, int]:
+        """(in service, out of service): workers heard from in the last minute."""
+        now = time.monotonic()
+        seen = {w for w, t in self._workers.items() if now - t < WORKER_SEEN_S}
+        return len(seen - self._unhealthy), len(seen & self._unhealthy)
+
+    # -- the publisher ------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stopping:
+            try:
+                self._reap()
+                published = self._publish_some()
+            except Exception:  # noqa: BLE001 - a database or broker hiccup must not stop it
+                log.exception("the publisher failed a round")
+                published = 0
+            with self._wake:
+                if not self._stopping and not published:
+                    self._wake.wait(timeout=1.0 if self.broker_up else 2.0)
+
+    def _reap(self) -> None:
+        # after a restart the workers need a heartbeat's time to reach us again
+        if time.monotonic() - self._started_at < self.settings.heartbeat_timeout_s:
+            return
+        now = utcnow()
+        ids = requeue_stale(self.sessions,
+                            published_before=now - timedelta(seconds=self.settings.publish_timeout_s),
+                            heard_before=now - timedelta(seconds=self.settings.heartbeat_timeout_s))
+        if ids:
+            log.warning("put back %d jobs whose worker or broker lost them: %s", len(ids),
+                        ids[:20])
+
+    def _unstarted(self) -> int:
+        with self.sessions() as db:
+            return db.scalar(select(func.count()).where(
+                Submission.status == Status.RUNNING, Submission.dispatched_at.isnot(None),
+                Submission.heartbeat_at.is_(None))) or 0
+
+    def _publish_some(self) -> int:
+        published = 0
+        room = self.settings.publish_window - self._unstarted()
+        while room > 0 and not self._stopping:
+            job = self.claimer.claim(dispatched_at=utcnow(), heartbeat_at=None, started_at=None)
+            if job is None:
+                break
+            if not self._publish(job):
+                break
+            published += 1
+            room -= 1
+        return published
+
+    def _publish(self, job: Job) -> bool:
+        task = {"id": job.id, "attempt": job.attempt, "exercise": job.exercise,
+                "language": job.language, "source": job.source,
+                "token": token_for(self.secret, job.id, job.attempt)}
+        try:
+            self.celery.send_task(TASK_NAME, args=[task], queue=self.queue,
+                                  task_id=f"submission-{job.id}-attempt-{job.attempt}")
+        except Exception as exc:  # noqa: BLE001 - kombu raises several kinds when it is down
+            with self.sessions.begin() as db:  # the outbox keeps it: back to waiting
+                release(db, (Submission.id == job.id) & (Submission.attempts == job.attempt))
+            if self.broker_up:
+                log.error("the broker is unreachable (%s); submissions wait as queued", exc)
+            self.broker_up = False
+            return False
+        if not self.broker_up:
+            log.warning("the broker is back; publishing the queue")
+        self.broker_up = True
+        log.info("submission=%d attempt=%d published to queue %s", job.id, job.attempt,
+                 self.queue)
+        return True

@@ -1,0 +1,144 @@
+"""A submission's life as a grading job, the same whoever grades it.
+
+Claimed from the database (students' new work and instructors' regrades take turns),
+its result stored exactly once per attempt, and put back when its grader vanished. The
+local pool (server/queue.py) and the Celery dispatcher (server/dispatch_celery.py) differ
+only in who runs the grader.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from sqlalchemy import ColumnElement, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from . import metrics
+from .graders_client import GradeOutcome
+from .models import Flag, GradeRun, Status, Submission, utcnow
+from .settings import Settings
+
+log = logging.getLogger("server.jobs")
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    attempt: int  # the credential of this grading: a result for another attempt is stale
+    exercise: str
+    language: str
+    source: str
+
+
+def _waiting(kind: str) -> ColumnElement[bool]:
+    if kind == "new":
+        return Submission.status == Status.QUEUED
+    return (Submission.status == Status.GRADED) & Submission.regrade_pending
+
+
+class Claimer:
+    """Hands out the next job. New work and regrades take turns, so a "regrade all"
+    neither waits for the queue to empty nor holds students up."""
+
+    def __init__(self, sessions: sessionmaker[Session]):
+        self.sessions = sessions
+        self._lock = threading.Lock()
+        self._regrade_turn = False  # whose turn it is when both kinds of work wait
+
+    def claim(self, **values: Any) -> Job | None:
+        """Mark the next job running (attempt + 1, plus ``values``) and return it."""
+        with self._lock:
+            kinds = ["regrade", "new"] if self._regrade_turn else ["new", "regrade"]
+            for kind in kinds:
+                job = self._claim_kind(kind, values)
+                if job is not None:
+                    self._regrade_turn = kind == "new"
+                    return job
+        return None
+
+    def _claim_kind(self, kind: str, values: dict[str, Any]) -> Job | None:
+        waiting = _waiting(kind)
+        with self.sessions.begin() as db:
+            for sid in db.scalars(select(Submission.id).where(waiting)
+                                  .order_by(Submission.id).limit(5)):
+                result = db.execute(
+                    update(Submission).where(Submission.id == sid, waiting)
+                    .values(status=Status.RUNNING, attempts=Submission.attempts + 1, **values))
+                if result.rowcount == 1:
+                    s = db.get(Submission, sid)
+                    db.refresh(s)
+                    return Job(s.id, s.attempts, s.exercise, s.language, s.source)
+        return None
+
+
+def release(db: Session, where: ColumnElement[bool]) -> int:
+    """Running work back to waiting: new work to the queue, a regrade beside its old
+    grade. Its attempt is over: a result still on its way for it is refused."""
+    cleared = dict(started_at=None, dispatched_at=None, heartbeat_at=None, worker=None)
+    running = Submission.status == Status.RUNNING
+    regrades = db.execute(update(Submission).where(running, Submission.regrade_pending, where)
+                          .values(status=Status.GRADED, **cleared)).rowcount or 0
+    new = db.execute(update(Submission).where(running, where)
+                     .values(status=Status.QUEUED, **cleared)).rowcount or 0
+    return regrades + new
+
+
+def requeue_interrupted(sessions: sessionmaker[Session]) -> int:
+    """On start of a local pool: whatever a crash left `running` goes back to waiting."""
+    with sessions.begin() as db:
+        return release(db, Submission.id.isnot(None))
+
+
+def requeue_stale(sessions: sessionmaker[Session], published_before: datetime,
+                  heard_before: datetime) -> list[int]:
+    """Remote work whose grader vanished: published but never started by
+    ``published_before`` (the broker lost it), or started but silent since
+    ``heard_before`` (its worker died). Returns the ids put back."""
+    stale = (((Submission.heartbeat_at.is_(None)) & (Submission.dispatched_at < published_before))
+             | (Submission.heartbeat_at < heard_before))
+    with sessions.begin() as db:
+        ids = list(db.scalars(select(Submission.id).where(Submission.status == Status.RUNNING,
+                                                          stale)))
+        if ids:
+            release(db, Submission.id.in_(ids))
+        return ids
+
+
+def store(sessions: sessionmaker[Session], settings: Settings, job_id: int, attempt: int,
+          outcome: GradeOutcome, on_requeue: Callable[[], None] = lambda: None) -> str:
+    """Store a grading's outcome once: "stored", "retry" (a grader fault, back to waiting)
+    or "stale" (the submission moved on: another attempt, or already graded)."""
+    result = outcome.result
+    grader_fault = result is None or result.get("verdict") == "grader_error"
+    with sessions.begin() as db:
+        s = db.get(Submission, job_id, with_for_update=True)
+        if s is None or s.status is not Status.RUNNING or s.attempts != attempt:
+            log.warning("submission %d changed while it was graded; result dropped", job_id)
+            return "stale"
+        if grader_fault:
+            reason = outcome.fault or (result or {}).get("message", "")
+            log.error("grader fault on submission %d (attempt %d): %s", s.id, attempt, reason)
+            if s.attempts < settings.max_grader_attempts:
+                release(db, Submission.id == s.id)
+                on_requeue()
+                return "retry"
+            if s.regrade_pending:  # the old grade stands; the instructor reads the log
+                s.status, s.regrade_pending = Status.GRADED, False
+                return "stored"
+            s.status = Status.ERROR
+            result = result or {"verdict": "grader_error", "score": 0.0, "message": reason,
+                                "checks": [], "performance": None, "grader_version": ""}
+        else:
+            s.status, s.regrade_pending = Status.GRADED, False
+            if result.get("flag"):  # e.g. a timing faster than a copy: an instructor looks
+                s.flag = Flag.SUSPICIOUS
+                log.warning("submission %d flagged: %s", s.id, result["flag"])
+        s.verdict, s.score, s.finished_at = result["verdict"], float(result["score"]), utcnow()
+        metrics.observe(result, s.started_at, s.finished_at)
+        db.add(GradeRun(submission_id=s.id, verdict=s.verdict, score=s.score, result=result,
+                        grader_version=str(result.get("grader_version", ""))))
+    return "stored"

@@ -1,0 +1,79 @@
+"""``/metrics`` in Prometheus' text format, for whoever watches the fleet.
+
+The queue's figures are read from the database at each scrape (it is the truth, and
+survives restarts); grading latency and verdicts are counted as results are stored.
+"""
+
+from __future__ import annotations
+
+from datetime import timezone
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from sqlalchemy import func, select
+
+from .models import Status, Submission, utcnow
+
+router = APIRouter(include_in_schema=False)
+REGISTRY = CollectorRegistry()
+GRADING_SECONDS = Histogram(
+    "autograder_grading_seconds", "A grading, from its start on a grader to its stored result",
+    ["device"], buckets=(1, 2, 4, 6, 8, 10, 15, 20, 30, 60, 120, 300, 900), registry=REGISTRY)
+VERDICTS = Counter("autograder_verdicts", "Stored gradings by verdict", ["verdict"],
+                   registry=REGISTRY)
+
+
+def observe(result: dict, started_at, finished_at) -> None:
+    VERDICTS.labels(str(result.get("verdict", "?"))).inc()
+    if started_at is not None and finished_at is not None:
+        if started_at.tzinfo is None:
+            started_at = started_at.replace(tzinfo=timezone.utc)
+        seconds = (finished_at - started_at).total_seconds()
+        GRADING_SECONDS.labels(str(result.get("device", "?"))).observe(max(seconds, 0.0))
+
+
+class QueueCollector:
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def collect(self):
+        state = self.app.state
+        with state.sessionmaker() as db:
+            counts = dict(db.execute(select(Submission.status, func.count())
+                                     .group_by(Submission.status)).all())
+            oldest = db.scalar(select(func.min(Submission.created_at))
+                               .where(Submission.status == Status.QUEUED))
+        depth = GaugeMetricFamily("autograder_submissions", "Submissions by status",
+                                  labels=["status"])
+        for status in Status:
+            depth.add_metric([status.value], counts.get(status, 0))
+        yield depth
+        age = 0.0
+        if oldest is not None:
+            if oldest.tzinfo is None:
+                oldest = oldest.replace(tzinfo=timezone.utc)
+            age = max((utcnow() - oldest).total_seconds(), 0.0)
+        yield GaugeMetricFamily("autograder_oldest_queued_seconds",
+                                "Age of the oldest queued submission", value=age)
+        up, down = _graders(state.dispatcher)
+        graders = GaugeMetricFamily("autograder_graders", "Grading slots (local) or workers "
+                                    "heard from in the last minute (celery)", labels=["state"])
+        graders.add_metric(["in_service"], up)
+        graders.add_metric(["out_of_service"], down)
+        yield graders
+
+
+def _graders(dispatcher) -> tuple[int, int]:
+    if hasattr(dispatcher, "workers"):
+        return dispatcher.workers()
+    slots = getattr(dispatcher, "slots", [])
+    return (sum(1 for s in slots if s.in_service), sum(1 for s in slots if not s.in_service))
+
+
+@router.get("/metrics")
+def metrics(request: Request):
+    registry = CollectorRegistry()
+    registry.register(QueueCollector(request.app))
+    body = generate_latest(REGISTRY) + generate_latest(registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
