@@ -1,0 +1,20 @@
+# A GPU grading worker: the graders (torch, triton, cupy for HIP), bubblewrap for the
+# sandbox, and the thin Celery task (graders/remote_worker.py). No database driver and no
+# credentials: it reports each task with that task's own token. One worker per GPU.
+FROM python:3.12-slim
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY graders ./graders
+COPY server ./server
+# the versions of docs/benchmarks.md's H200 runs (FACTS.md): torch 2.11.0 for CUDA 13.0
+RUN pip install --index-url https://download.pytorch.org/whl/cu130 torch==2.11.0 \
+    && pip install -e ".[grader]" cupy-cuda13x==14.2.0
+COPY exercises ./exercises
+COPY reference_solutions ./reference_solutions
+# root in the container, without a delegated cgroup: each runner then runs as a job uid of
+# its own (graders/jobuids.py), which RLIMIT_NPROC holds; docs/deploy.md says why
+CMD ["celery", "-A", "graders.remote_worker", "worker", "--pool", "solo", "-Q", "cuda", \
+     "-n", "worker@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
