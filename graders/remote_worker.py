@@ -62,6 +62,8 @@ app.conf.update(
 
 def _slot_argv() -> list[str]:
     argv = [sys.executable, "-m", "graders", "worker", "--device", DEVICE]
+    if os.environ.get("GRADER_WARM"):  # runners kept ready (default: the device's own)
+        argv += ["--warm", os.environ["GRADER_WARM"]]
     return argv + (["--gpu-index", GPU_INDEX] if GPU_INDEX is not None else [])
 
 
