@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,29 +26,12 @@ from server.models import Status, Submission
 from fastapi.testclient import TestClient
 
 from server.app import create_app
+from services import free_port, start_redis
 from test_server_api import add_students, settings_for, submit
 
 SECRET = "remote-dispatch-secret-0123"
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="needs Debian's redis-server (scripts/setup installs it)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _redis(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly",
-                             "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc
-        time.sleep(0.1)
-    raise AssertionError("redis did not start")
 
 
 def _token(sid: int, attempt: int, secret: str = SECRET) -> str:
@@ -78,8 +60,8 @@ def _celery(database_url, port):
 
 
 def test_a_forged_or_replayed_result_credential_is_refused(tmp_path):
-    port = _free_port()
-    redis = _redis(port)
+    port = free_port()
+    redis = start_redis(port)
     try:
         with _celery(f"sqlite:///{tmp_path / 'db.sqlite'}", port) as client:
             tokens = add_students(client, "ada", "bob")
@@ -117,7 +99,7 @@ def test_a_forged_or_replayed_result_credential_is_refused(tmp_path):
 
 
 def test_with_the_broker_down_submissions_wait_queued_and_go_when_it_is_back(tmp_path):
-    port = _free_port()  # nothing listens there yet
+    port = free_port()  # nothing listens there yet
     with _celery(f"sqlite:///{tmp_path / 'db.sqlite'}", port) as client:
         token = add_students(client, "ada")["ada"]
         r = submit(client, token)
@@ -126,7 +108,7 @@ def test_with_the_broker_down_submissions_wait_queued_and_go_when_it_is_back(tmp
         # the publisher tries (a refused connection takes kombu ~6 s) and puts it back
         assert _until(lambda: client.app.state.dispatcher.broker_up is False, 30)
         assert _until(lambda: _row(client, sid).status is Status.QUEUED, 10)
-        redis = _redis(port)
+        redis = start_redis(port)
         try:
             assert _until(lambda: _row(client, sid).status is Status.RUNNING, 30)
             assert _row(client, sid).dispatched_at is not None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from sqlalchemy import create_engine, func, select
 
 from conftest import REPO
+from services import free_port, start_redis
 from server.models import GradeRun, Status, Submission
 
 ADMIN = "topology-admin-token-0123"
@@ -37,18 +37,12 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="needs Debian's redis-server (scripts/setup installs it)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Topology:
     """The processes of docker/compose.yaml, run natively."""
 
     def __init__(self, database_url: str, tmp):
         self.tmp = tmp
-        self.redis_port, self.port = _free_port(), _free_port()
+        self.redis_port, self.port = free_port(), free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         broker = f"redis://127.0.0.1:{self.redis_port}/0"
         clean = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "ADMIN_TOKEN")}
@@ -68,16 +62,7 @@ class Topology:
         return open(self.tmp / f"{name}.log", "ab")
 
     def start_redis(self) -> None:
-        self.redis = subprocess.Popen(["redis-server", "--port", str(self.redis_port),
-                                       "--save", "", "--appendonly", "no"],
-                                      stdout=self._log("redis"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.redis_port)) == 0:
-                    return
-            time.sleep(0.1)
-        raise AssertionError("redis did not start")
+        self.redis = start_redis(self.redis_port, self._log("redis"))
 
     def start_server(self) -> None:
         self.server = subprocess.Popen([sys.executable, "-m", "server", "--port", str(self.port)],
