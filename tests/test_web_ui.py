@@ -186,3 +186,86 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     csv_text = open(info.value.path()).read()
     assert csv_text.splitlines()[0].startswith("username,display_name,exercise,best_score")
     assert "ada,Ada Lovelace,safe_softmax,70.0" in csv_text
+
+
+def _api_students(base, *names):
+    r = httpx.post(f"{base}/api/admin/students", headers={"Authorization": f"Bearer {ADMIN}"},
+                   json={"students": [{"username": n, "display_name": n.title() + " Longname"}
+                                      for n in names]})
+    return {s["username"]: s["token"] for s in r.json()["students"]}
+
+
+def _api_graded(base, token, path) -> int:
+    """A submission through the API, waited for until it is graded."""
+    headers = {"Authorization": f"Bearer {token}"}
+    r = httpx.post(f"{base}/api/submissions", headers=headers, timeout=30,
+                   json={"exercise": "safe_softmax", "language": "triton",
+                         "source": path.read_text()})
+    sid = r.json()["id"]
+    for _ in range(900):
+        if httpx.get(f"{base}/api/submissions/{sid}", headers=headers).json()["status"] in (
+                "graded", "error"):
+            return sid
+        time.sleep(0.2)
+    raise AssertionError(f"submission {sid} was not graded")
+
+
+WIDER_THAN_VIEWPORT = """() => {
+  const doc = document.documentElement;
+  const wide = [...document.querySelectorAll('body *')]
+    .filter(e => e.getBoundingClientRect().right > doc.clientWidth + 1)
+    .filter(e => !e.closest('.scroll, pre, .editor, table.dump'))
+    .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));
+  return {scroll: doc.scrollWidth, client: doc.clientWidth, wide};
+}"""
+
+
+@pytest.mark.parametrize("width", [360, 390, 1366])
+def test_no_page_is_wider_than_its_viewport(server, browser, width):
+    """Issue 14, item 2: at 390 px the pages measured 515-741 px (a phone; 1366 is a laptop). Tables and code now scroll
+    inside their own box, long words and error text wrap, and the page fits its viewport."""
+    base = server
+    tokens = _api_students(base, f"phone{width}")
+    token = tokens[f"phone{width}"]
+    passed = _api_graded(base, token, REPO / "reference_solutions/safe_softmax/solution.py")
+    failed = _api_graded(base, token,
+                         REPO / "reference_solutions/safe_softmax/mutants/naive_unsafe_exp.py")
+    broken = _api_graded(base, token, REPO / "tests" / "fixtures" / "syntax_error.py")
+    viewport = {"width": width, "height": 844}
+    student = sign_in(browser, base, token, viewport=viewport)
+    teacher = sign_in(browser, base, ADMIN, viewport=viewport)
+    pages = [(student, "/exercises"), (student, "/exercises/safe_softmax"),
+             (student, "/exercises/online_softmax"), (student, f"/submissions/{passed}"),
+             (student, f"/submissions/{failed}"), (student, f"/submissions/{broken}"),
+             (student, "/me"), (student, "/leaderboard/safe_softmax"),
+             (teacher, "/admin"), (teacher, f"/admin/source/{failed}"),
+             (teacher, f"/submissions/{failed}")]
+    too_wide = {}
+    for page, path in pages:
+        page.goto(f"{base}{path}")
+        measured = page.evaluate(WIDER_THAN_VIEWPORT)
+        shot(page, f"phone-{width}{path.replace('/', '-')}")
+        if measured["scroll"] > measured["client"]:
+            too_wide[path] = measured
+    assert too_wide == {}, "\n".join(f"{p}: {m}" for p, m in too_wide.items())
+    # the line of a syntax error is on screen, not past the right edge
+    student.goto(f"{base}/submissions/{broken}")
+    message = student.locator("main").get_by_text("line 4 of your file").first
+    box = message.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= width
+
+
+def test_dark_mode_follows_the_system(server, browser):
+    """Issue 14: dark mode through prefers-color-scheme, light otherwise."""
+    colours = {}
+    for scheme in ("light", "dark"):
+        context = browser.new_context(color_scheme=scheme)
+        page = context.new_page()
+        page.goto(f"{server}/signin")
+        colours[scheme] = page.evaluate(
+            "() => [getComputedStyle(document.body).backgroundColor,"
+            " getComputedStyle(document.body).color]")
+        shot(page, f"signin-{scheme}")
+        context.close()
+    assert colours["light"] == ["rgb(248, 250, 252)", "rgb(15, 23, 42)"]
+    assert colours["dark"] == ["rgb(11, 18, 32)", "rgb(226, 232, 240)"]
