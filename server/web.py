@@ -7,6 +7,10 @@ submission page polls for its result.
 
 from __future__ import annotations
 
+import csv
+import io
+import secrets
+import time
 from pathlib import PurePath
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from . import csrf
-from .api.admin import _upsert, roster_from_csv
+from .api.admin import _upsert, csv_cell, roster_from_csv
 from .api.common import exercise_or_error, iso
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
@@ -199,13 +203,17 @@ def leaderboard_page(name: str, request: Request, user: User | None = Depends(vi
 @router.get("/admin", response_class=HTMLResponse)
 def admin_page(request: Request, exercise: str = "", student: str = "", verdict: str = "",
                user: User = Depends(instructor_page), db: Session = Depends(get_db)):
-    rows = db.scalars(submissions_query(exercise, student, verdict).limit(500)).all()
+    return _admin(request, user, db, {"exercise": exercise, "student": student,
+                                      "verdict": verdict})
+
+
+def _admin(request: Request, user: User, db: Session, filters: dict[str, str],
+           status: int = 200, **extra: Any) -> HTMLResponse:
+    rows = db.scalars(submissions_query(**filters).limit(500)).all()
     students = db.scalars(select(User).where(User.role == Role.STUDENT)
                           .order_by(User.username)).all()
-    return render(request, "admin.html", user, rows=rows, students=students,
-                  exercises=request.app.state.exercises,
-                  filters={"exercise": exercise, "student": student, "verdict": verdict},
-                  issued=None)
+    return render(request, "admin.html", user, status, rows=rows, students=students,
+                  exercises=request.app.state.exercises, filters=filters, **extra)
 
 
 @router.get("/admin/source/{submission_id}", response_class=HTMLResponse)
@@ -249,23 +257,53 @@ def admin_flag(request: Request, submission_id: int = Form(..., ge=1, le=MAX_ID)
     return RedirectResponse(back_to(request, "/admin"), status_code=303)
 
 
+ROSTER_SHOWN_FOR_S = 600  # a roster's tokens wait this long for their one showing
+
+
 @router.post("/admin/roster", response_class=HTMLResponse,
              dependencies=[Depends(csrf.check_form)])
 async def admin_roster(request: Request, file: UploadFile | None = None,
                        user: User = Depends(instructor_page), db: Session = Depends(get_db)):
+    """Issues the tokens, then redirects to a page that shows them once: reloading that page
+    must not post the roster again (every student would silently get a new token)."""
     error, issued = "", None
     if file is None or not file.filename:
         error = "Choose a CSV file with a header row: username,display_name"
     else:
         try:
-            issued = _upsert(db, roster_from_csv((await file.read()).decode("utf-8-sig")).students)
+            roster = roster_from_csv((await file.read()).decode("utf-8-sig")).students
+            issued = _upsert(db, roster)
         except (ValueError, HTTPException) as exc:
             error = f"That roster was not accepted: {getattr(exc, 'detail', exc)}"
-    students = db.scalars(select(User).where(User.role == Role.STUDENT)
-                          .order_by(User.username)).all()
-    return render(request, "admin.html", user, 422 if error else 200, rows=[], students=students,
-                  exercises=request.app.state.exercises, filters={}, issued=issued,
-                  roster_error=error)
+    if error:
+        return _admin(request, user, db, {"exercise": "", "student": "", "verdict": ""}, 422,
+                      roster_error=error)
+    names = {s.username: s.display_name for s in roster}
+    key = secrets.token_urlsafe(16)
+    waiting = request.app.state.__dict__.setdefault("issued_rosters", {})
+    now = time.monotonic()
+    for old in [k for k, (at, _) in waiting.items() if now - at > ROSTER_SHOWN_FOR_S]:
+        del waiting[old]
+    waiting[key] = (now, [dict(t, display_name=names.get(t["username"], "")) for t in issued])
+    return RedirectResponse(f"/admin/roster/{key}", status_code=303)
+
+
+@router.get("/admin/roster/{key}", response_class=HTMLResponse)
+def admin_roster_tokens(key: str, request: Request, user: User = Depends(instructor_page)):
+    """The tokens of one upload, shown once, with a CSV to download; gone on reload."""
+    at, issued = request.app.state.__dict__.get("issued_rosters", {}).pop(key, (0.0, None))
+    if issued is not None and time.monotonic() - at > ROSTER_SHOWN_FOR_S:
+        issued = None
+    csv_text = None
+    if issued:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["username", "display_name", "token"])
+        writer.writerows([t["username"], csv_cell(t["display_name"]), t["token"]]
+                         for t in issued)
+        csv_text = buffer.getvalue()
+    return render(request, "roster.html", user, 200 if issued else 410, issued=issued,
+                  csv_text=csv_text)
 
 
 # -- the GB/s chart of a GPU result --------------------------------------------------------

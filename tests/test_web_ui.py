@@ -95,10 +95,26 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     roster.write_text("username,display_name\nada,Ada Lovelace\nbob,Bob Kahan\n")
     teacher.get_by_label("CSV with a header row").set_input_files(str(roster))
     teacher.get_by_role("button", name="Upload roster").click()
-    tokens = {row.locator("td").nth(0).inner_text(): row.locator("td").nth(1).inner_text()
-              for row in teacher.locator("#tokens tbody tr").all()}
-    assert set(tokens) == {"ada", "bob"}
+    teacher.wait_for_url(f"{base}/admin/roster/*")
+    rows = [[cell.inner_text() for cell in row.locator("td").all()]
+            for row in teacher.locator("#tokens tbody tr").all()]
+    tokens = {username: token for username, _, token in rows}
+    assert {(u, d) for u, d, _ in rows} == {("ada", "Ada Lovelace"), ("bob", "Bob Kahan")}
     shot(teacher, "admin-roster")
+    # the tokens as a file
+    with teacher.expect_download() as info:
+        teacher.get_by_role("link", name="Download the tokens (CSV)").click()
+    downloaded = open(info.value.path()).read().splitlines()
+    assert downloaded[0] == "username,display_name,token"
+    assert f"ada,Ada Lovelace,{tokens['ada']}" in downloaded
+    # a reload posts nothing again: the tokens are gone from the page and still valid
+    teacher.reload()
+    assert "shown once and are gone" in teacher.locator("main").inner_text()
+    assert teacher.locator("#tokens").count() == 0
+    for token in tokens.values():
+        assert httpx.get(f"{base}/api/submissions",
+                         headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    shot(teacher, "admin-roster-reloaded")
 
     # the student: exercises, a statement, a validation error beside the form
     student = sign_in(browser, base, tokens["ada"])
