@@ -152,7 +152,7 @@ def own_work_in_flight():
 # Leaderboards are read far more often than anything changes: each is kept until the next
 # commit in this process (results, flags, rosters and submissions are all written here;
 # remote workers hand their results to this server, never to the database).
-_board_cache: dict[str, tuple[int, tuple[list[tuple[int, dict]], bytes]]] = {}
+_board_cache: dict[tuple[str, str], tuple[int, tuple[list[tuple[int, dict]], bytes]]] = {}
 _commits = itertools.count()
 _version = [next(_commits)]
 
@@ -162,48 +162,65 @@ def _data_changed(session) -> None:
     _version[0] = next(_commits)
 
 
-def leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
-    """(user id, entry) per student: each one's best graded submission; never any source."""
-    return _board(db, exercise)[0]
+# How late work counts (LATE_POLICY), the same on the leaderboard, in the API and the CSV.
+LATE_POLICIES = {
+    "on_time_first": "late work counts only for a student with nothing on time, and ranks "
+                     "after all on-time work",
+    "best_counts": "late work counts like on-time work (marked late)",
+    "on_time_only": "late work is graded and shown to its student, but never counts",
+}
 
 
-def leaderboard_json(db: Session, exercise: str) -> bytes:
-    """The API's answer, encoded once per change: {"exercise", "entries"}."""
-    return _board(db, exercise)[1]
+def leaderboard(db: Session, exercise: str, policy: str) -> list[tuple[int, dict]]:
+    """(user id, entry) per student: each one's counted submission; never any source."""
+    return _board(db, exercise, policy)[0]
 
 
-def _board(db: Session, exercise: str) -> tuple[list[tuple[int, dict]], bytes]:
+def leaderboard_json(db: Session, exercise: str, policy: str) -> bytes:
+    """The API's answer, encoded once per change: {"exercise", "late_policy", "entries"}."""
+    return _board(db, exercise, policy)[1]
+
+
+def _board(db: Session, exercise: str, policy: str) -> tuple[list[tuple[int, dict]], bytes]:
     version = _version[0]
-    cached = _board_cache.get(exercise)
+    cached = _board_cache.get((exercise, policy))
     if cached is not None and cached[0] == version:
         return cached[1]
-    entries = _leaderboard(db, exercise)
-    encoded = json.dumps({"exercise": exercise, "entries": [e for _, e in entries]},
-                         separators=(",", ":")).encode()
-    _board_cache[exercise] = (version, (entries, encoded))
+    entries = _leaderboard(db, exercise, policy)
+    encoded = json.dumps({"exercise": exercise, "late_policy": policy,
+                          "late_policy_says": LATE_POLICIES[policy],
+                          "entries": [e for _, e in entries]}, separators=(",", ":")).encode()
+    _board_cache[(exercise, policy)] = (version, (entries, encoded))
     return entries, encoded
 
 
-def _ranked(exercise: str):
-    """Each student's counted submissions, numbered best first (``place`` 1 is the best;
-    ties go to the earlier one): read by the board's index, never a source."""
+def _order(columns, policy: str) -> tuple:
+    """Best first: on-time work before late under on_time_first, then the higher score,
+    then the earlier submission."""
+    best = (columns.score.desc(), columns.created_at, columns.id)
+    return (columns.late, *best) if policy == "on_time_first" else best
+
+
+def _ranked(exercise: str, policy: str):
+    """Each student's counted submissions, numbered best first (``place`` 1 counts): read by
+    the board's index, never a source. Flagged submissions never count."""
+    counted = [Submission.exercise == exercise, on_the_board(), User.role == Role.STUDENT,
+               Submission.flag == Flag.NONE]
+    if policy == "on_time_only":
+        counted.append(Submission.late.is_(False))
     return (select(Submission.id, Submission.user_id, Submission.score, Submission.late,
                    Submission.created_at,
-                   func.row_number().over(partition_by=Submission.user_id, order_by=(
-                       Submission.score.desc(), Submission.created_at, Submission.id))
-                   .label("place"))
-            .join(User, Submission.user_id == User.id)
-            .where(Submission.exercise == exercise, on_the_board(),
-                   User.role == Role.STUDENT, Submission.flag == Flag.NONE)
-            .subquery())
+                   func.row_number().over(partition_by=Submission.user_id,
+                                          order_by=_order(Submission, policy)).label("place"))
+            .join(User, Submission.user_id == User.id).where(*counted).subquery())
 
 
-def _leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
+def _leaderboard(db: Session, exercise: str, policy: str) -> list[tuple[int, dict]]:
     # one row per student, and only the columns the board shows
-    ranked = _ranked(exercise)
+    ranked = _ranked(exercise, policy)
     rows = db.execute(select(ranked, User.display_name)
                       .join(User, User.id == ranked.c.user_id).where(ranked.c.place == 1)
-                      .order_by(ranked.c.score.desc(), ranked.c.created_at, ranked.c.id)).all()
+                      .order_by(*_order(ranked.c, policy))).all()
     latest: dict[int, dict] = {}
     if rows:  # the newest grading of each best submission holds its speed figures
         for sid, result in db.execute(select(GradeRun.submission_id, GradeRun.result)
@@ -222,10 +239,21 @@ def _leaderboard(db: Session, exercise: str) -> list[tuple[int, dict]]:
     return entries
 
 
-def best_per_student(db: Session, exercise: str) -> list[tuple[User, Submission]]:
-    """Best score per student, ties to the earlier submission; flagged ones left out."""
-    ranked = _ranked(exercise)
-    return [(user, submission) for submission, user in db.execute(
-        select(Submission, User).join(User, Submission.user_id == User.id)
-        .join(ranked, ranked.c.id == Submission.id).where(ranked.c.place == 1)
-        .order_by(ranked.c.score.desc(), ranked.c.created_at, ranked.c.id))]
+def best_per_student(db: Session, exercise: str, policy: str) -> dict[int, Submission]:
+    """Each student's counted submission (user id -> it), by the late policy; flagged
+    ones left out."""
+    ranked = _ranked(exercise, policy)
+    return {s.user_id: s for s in db.scalars(
+        select(Submission).join(ranked, ranked.c.id == Submission.id)
+        .where(ranked.c.place == 1))}
+
+
+def flagged_per_student(db: Session, exercise: str) -> dict[int, list[Submission]]:
+    """The flagged submissions of each student: the CSV names them, so that a grade below
+    a student's best is explained."""
+    flagged: dict[int, list[Submission]] = {}
+    for s in db.scalars(select(Submission).where(Submission.exercise == exercise,
+                                                 Submission.flag != Flag.NONE)
+                        .order_by(Submission.id)):
+        flagged.setdefault(s.user_id, []).append(s)
+    return flagged

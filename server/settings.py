@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     max_in_flight_per_student: int = 1
     max_queue_depth: int = 200
     deadlines: dict[str, datetime] = {}  # exercise -> deadline; overrides the spec's
+    # how late work counts, on the board, in the API and the CSV (server/services.py):
+    # on_time_first | best_counts | on_time_only
+    late_policy: str = "on_time_first"
 
     @field_validator("admin_token")
     @classmethod
@@ -69,6 +72,14 @@ class Settings(BaseSettings):
         if value not in ("local", "celery"):
             raise ValueError("DISPATCHER is `local` (grade on this machine) or `celery` "
                              "(workers through BROKER_URL)")
+        return value
+
+    @field_validator("late_policy")
+    @classmethod
+    def _known_late_policy(cls, value):
+        if value not in ("on_time_first", "best_counts", "on_time_only"):
+            raise ValueError("LATE_POLICY is on_time_first (the default), best_counts or "
+                             "on_time_only")
         return value
 
     @field_validator("deadlines", mode="before")

@@ -28,7 +28,8 @@ from .api.common import exercise_or_error, iso
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Status, Submission, User
-from .services import Refused, accept_submission, deadline_of, leaderboard, requeue, submissions_query
+from .services import (LATE_POLICIES, Refused, accept_submission, deadline_of, leaderboard, requeue,
+                       submissions_query)
 from .graders_client import LANGUAGE_BY_SUFFIX
 from .settings import REPO_ROOT
 
@@ -192,10 +193,11 @@ def leaderboard_index(request: Request):
 def leaderboard_page(name: str, request: Request, user: User | None = Depends(viewer),
                      db: Session = Depends(get_db)):
     exercise = exercise_or_error(request, name)
+    policy = request.app.state.settings.late_policy
     rows = [dict(entry, mine=bool(user and student_id == user.id))
-            for student_id, entry in leaderboard(db, name)]
+            for student_id, entry in leaderboard(db, name, policy)]
     return render(request, "leaderboard.html", user, exercise=exercise, rows=rows,
-                  exercises=request.app.state.exercises)
+                  exercises=request.app.state.exercises, late_policy=LATE_POLICIES[policy])
 
 
 # -- instructor -----------------------------------------------------------------------------
@@ -213,7 +215,8 @@ def _admin(request: Request, user: User, db: Session, filters: dict[str, str],
     students = db.scalars(select(User).where(User.role == Role.STUDENT)
                           .order_by(User.username)).all()
     return render(request, "admin.html", user, status, rows=rows, students=students,
-                  exercises=request.app.state.exercises, filters=filters, **extra)
+                  exercises=request.app.state.exercises, filters=filters,
+                  late_policy=LATE_POLICIES[request.app.state.settings.late_policy], **extra)
 
 
 @router.get("/admin/source/{submission_id}", response_class=HTMLResponse)

@@ -277,8 +277,13 @@ def test_instructor_roster_regrade_flag_and_export(database_url):
         export = client.get("/api/admin/export.csv", headers=auth(ADMIN))
         assert export.headers["content-type"].startswith("text/csv")
         rows = list(csv.DictReader(io.StringIO(export.text)))
-        assert [(r["username"], r["exercise"], r["best_score"], r["late"]) for r in rows] == [
-            ("bob", "safe_softmax", "30.0", "no")]
+        # every student and exercise (issue 14): ada's only graded work is flagged, and
+        # the CSV says so instead of dropping her
+        safe = [(r["username"], r["best_score"], r["late"], r["flagged"]) for r in rows
+                if r["exercise"] == "safe_softmax"]
+        assert safe == [("ada", "", "", f"{a}:invalidated"), ("bob", "30.0", "no", "")]
+        assert {r["exercise"] for r in rows} == set(client.app.state.exercises)
+        assert len(rows) == 2 * len(client.app.state.exercises)
 
         # a lost token: the roster again issues a new one, the old one stops working
         again = add_students(client, "ada")["ada"]
@@ -336,7 +341,9 @@ def test_regrade_all_keeps_the_board_and_the_csv_and_leaves_students_room(databa
             ("Ada", 90.0), ("Bob", 80.0), ("Cy", 70.0)]
         rows = list(csv.DictReader(io.StringIO(
             client.get("/api/admin/export.csv", headers=auth(ADMIN)).text)))
-        assert len(rows) == 3
+        graded = [(r["username"], r["best_score"]) for r in rows
+                  if r["exercise"] == "safe_softmax"]
+        assert graded == [("ada", "90.0"), ("bob", "80.0"), ("cy", "70.0"), ("dan", "")]
         assert submit(client, tokens["dan"]).status_code == 202  # the cap counts no regrade
         assert submit(client, tokens["ada"]).status_code == 202  # nor a student's in flight
 
@@ -357,3 +364,41 @@ def test_regrades_and_new_work_take_turns(database_url):
         assert pool.claimer.claim() is None
         board = client.get("/api/leaderboard/safe_softmax").json()["entries"]
         assert len(board) == 2  # the regrades being graded keep their grades on the board
+
+
+@pytest.mark.parametrize("policy, board, csv_scores", [
+    # ada: on time 70, late 100; bob: only late 90; cy: on time 80
+    ("on_time_first", [("Cy", 80.0), ("Ada", 70.0), ("Bob", 90.0)],  # on-time work first
+     {"ada": "70.0", "bob": "90.0", "cy": "80.0"}),
+    ("best_counts", [("Ada", 100.0), ("Bob", 90.0), ("Cy", 80.0)],
+     {"ada": "100.0", "bob": "90.0", "cy": "80.0"}),
+    ("on_time_only", [("Cy", 80.0), ("Ada", 70.0)], {"ada": "70.0", "bob": "", "cy": "80.0"}),
+])
+def test_the_late_policy_decides_the_board_and_the_csv_alike(tmp_path, policy, board,
+                                                               csv_scores):
+    """Issue 14, item 5: a late 100 beat an on-time 70. LATE_POLICY now decides, the same
+    way on the leaderboard, in its API and in the grades CSV."""
+    from server.models import Status, User
+
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher=NoDispatch(),
+                 late_policy=policy) as client:
+        add_students(client, "ada", "bob", "cy")
+        with client.app.state.sessionmaker.begin() as db:
+            for name, score, late in (("ada", 70.0, False), ("ada", 100.0, True),
+                                      ("bob", 90.0, True), ("cy", 80.0, False)):
+                user = db.scalar(select(User).where(User.username == name))
+                db.add(Submission(user_id=user.id, exercise="safe_softmax", language="triton",
+                                  filename="k.py", source=PASS, status=Status.GRADED,
+                                  attempts=1, late=late, verdict="passed", score=score))
+        answer = client.get("/api/leaderboard/safe_softmax").json()
+        got = [(e["display_name"], e["score"]) for e in answer["entries"]]
+        assert got == board
+        assert answer["late_policy"] == policy
+        rows = list(csv.DictReader(io.StringIO(client.get(
+            "/api/admin/export.csv", headers=auth(ADMIN)).text)))
+        scores = {r["username"]: r["best_score"] for r in rows if r["exercise"] == "safe_softmax"}
+        assert scores == csv_scores
+        assert {r["late_policy"] for r in rows} == {policy}
+        page = client.get("/leaderboard/safe_softmax").text
+        from server.services import LATE_POLICIES
+        assert LATE_POLICIES[policy] in page

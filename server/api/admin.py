@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from ..auth import get_db, hash_token, instructor, new_token
 from ..models import Flag, Role, Submission, User
-from ..services import best_per_student, requeue, submissions_query
+from ..services import best_per_student, flagged_per_student, requeue, submissions_query
 from .common import exercise_or_error, submission_json
 from .validation import MAX_ID, DbId, FlagName, StatusName, Verdict, read_json
 
@@ -148,14 +148,24 @@ def csv_cell(text: str) -> str:
 
 @router.get("/export.csv")
 def export_csv(request: Request, db: Session = Depends(get_db)):
-    """The best score per student per exercise, with late flags."""
+    """One row per student per exercise, those without a submission too: the counted score
+    under LATE_POLICY, and the flagged submissions that do not count."""
+    policy = request.app.state.settings.late_policy
+    students = db.scalars(select(User).where(User.role == Role.STUDENT)
+                          .order_by(User.username)).all()
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["username", "display_name", "exercise", "best_score", "submission_id",
-                     "late", "submitted_at"])
+                     "late", "submitted_at", "flagged", "late_policy"])
     for name in request.app.state.exercises:
-        for user, s in best_per_student(db, name):
-            writer.writerow([csv_cell(user.username), csv_cell(user.display_name), name, s.score,
-                             s.id, "yes" if s.late else "no", s.created_at.isoformat()])
+        counted = best_per_student(db, name, policy)
+        flagged = flagged_per_student(db, name)
+        for user in students:
+            s = counted.get(user.id)
+            marks = " ".join(f"{f.id}:{f.flag.value}" for f in flagged.get(user.id, []))
+            row = [s.score, s.id, "yes" if s.late else "no", s.created_at.isoformat()] if s \
+                else ["", "", "", ""]
+            writer.writerow([csv_cell(user.username), csv_cell(user.display_name), name, *row,
+                             marks, policy])
     return Response(out.getvalue(), media_type="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="grades.csv"'})

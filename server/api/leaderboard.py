@@ -14,7 +14,9 @@ router = APIRouter(prefix="/api/leaderboard", tags=["leaderboard"])
 
 @router.get("/{exercise}")
 def leaderboard(exercise: str, request: Request, db: Session = Depends(get_db)):
-    """{"exercise", "entries": [{"rank", "display_name", "score", "fraction_of_copy", "gbs",
-    "device", "late", "submitted_at"}]}: read once per change, then served as it is."""
+    """{"exercise", "late_policy", "late_policy_says", "entries": [{"rank", "display_name",
+    "score", "fraction_of_copy", "gbs", "device", "late", "submitted_at"}]}: read once per
+    change, then served as it is. LATE_POLICY decides which submission counts."""
     exercise_or_error(request, exercise)
-    return Response(leaderboard_json(db, exercise), media_type="application/json")
+    policy = request.app.state.settings.late_policy
+    return Response(leaderboard_json(db, exercise, policy), media_type="application/json")
