@@ -116,3 +116,28 @@ def test_an_uploaded_hip_file_is_hip_whatever_the_picker_says(tmp_path):
         sid = int(r.headers["location"].rsplit("/", 1)[1])
         mine = client.get(f"/api/submissions/{sid}").json()
         assert mine["language"] == "hip" and mine["filename"] == "mine.hip"
+
+
+def test_a_student_sees_that_a_flagged_submission_does_not_count(tmp_path):
+    """Issue 14, item 6: the student's page said 100/100 with a small grey "flagged" while
+    the leaderboard showed a lower score."""
+    from server.models import Flag
+
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        token = add_students(client, "ada")["ada"]
+        with client.app.state.sessionmaker() as db:
+            ada = db.scalar(select(User).where(User.username == "ada"))
+            s = Submission(user_id=ada.id, exercise="safe_softmax", language="triton",
+                           filename="k.py", source="x", status=Status.GRADED, attempts=1,
+                           verdict="passed", score=100.0, flag=Flag.SUSPICIOUS)
+            db.add(s)
+            db.flush()
+            db.add(GradeRun(submission_id=s.id, verdict="passed", score=100.0,
+                            result=GPU_RESULT, grader_version="test"))
+            db.commit()
+            sid = s.id
+        sign_in(client, token)
+        page = client.get(f"/submissions/{sid}").text
+        assert "Flagged suspicious by an instructor" in page
+        assert "does not count on the leaderboard or in grades" in page
+        assert "flagged suspicious: does not count" in client.get("/me").text
