@@ -12,6 +12,7 @@ import io
 import secrets
 import time
 from pathlib import PurePath
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,6 +20,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
+from markupsafe import Markup
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -28,7 +30,7 @@ from .api.common import exercise_or_error, iso
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Status, Submission, User
-from .services import (LATE_POLICIES, Refused, accept_submission, deadline_of, leaderboard, requeue,
+from .services import (LATE_POLICIES, Refused, accept_submission, as_utc, deadline_of, leaderboard, requeue,
                        submissions_query)
 from .graders_client import LANGUAGE_BY_SUFFIX
 from .settings import REPO_ROOT
@@ -38,6 +40,37 @@ templates = Jinja2Templates(directory=FRONTEND / "templates")
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 templates.env.filters["markdown"] = _markdown.render
 templates.env.filters["iso"] = iso
+
+
+def _when(value: datetime | None) -> Markup:
+    """A time people read (UTC, to the minute) in a <time> that machines read."""
+    if value is None:
+        return Markup("")
+    value = as_utc(value)
+    return Markup('<time datetime="{}">{}</time>').format(value.isoformat(),
+                                                          value.strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def _in_words(seconds: float) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n > 1 else ''}"
+    return "less than a minute"
+
+
+def _due(deadline: datetime) -> Markup:
+    """"… (in 3 days)", or "… (passed 2 hours ago)": a past deadline must not read like a
+    future one."""
+    left = (as_utc(deadline) - datetime.now(timezone.utc)).total_seconds()
+    if left >= 0:
+        return Markup("{} (in {})").format(_when(deadline), _in_words(left))
+    return Markup('{} <strong class="late">(passed {} ago)</strong>').format(
+        _when(deadline), _in_words(-left))
+
+
+templates.env.filters["when"] = _when
+templates.env.filters["due"] = _due
 templates.env.tests["nonfinite"] = lambda v: isinstance(v, str)  # dumps write NaN/inf as text
 
 router = APIRouter(include_in_schema=False)

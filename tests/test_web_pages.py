@@ -141,3 +141,39 @@ def test_a_student_sees_that_a_flagged_submission_does_not_count(tmp_path):
         assert "Flagged suspicious by an instructor" in page
         assert "does not count on the leaderboard or in grades" in page
         assert "flagged suspicious: does not count" in client.get("/me").text
+
+
+def test_times_read_as_times_and_a_past_deadline_says_it_passed(tmp_path):
+    """Issue 14, item 10: raw ISO strings, and a past deadline that looked like a future one."""
+    deadlines = {"safe_softmax": "2026-01-05T12:00:00+00:00",
+                 "masked_softmax": "2999-01-05T12:00:00+00:00"}
+    with running(f"sqlite:///{tmp_path / 'db'}", deadlines=deadlines) as client:
+        past = client.get("/exercises/safe_softmax").text
+        future = client.get("/exercises/masked_softmax").text
+        assert '<time datetime="2026-01-05T12:00:00+00:00">2026-01-05 12:00 UTC</time>' in past
+        assert re.search(r"\(passed \d+ days? ago\)", past)
+        assert "(in " in future and "passed" not in future.split("Deadline:")[1][:200]
+        listing = client.get("/exercises").text
+        assert "passed" in listing and "(in " in listing
+
+
+def test_a_failed_result_opens_with_a_summary_line(tmp_path):
+    """Issue 14, item 10: "2 of 8 checks failed: poisoned_row, underflow" at the top."""
+    failed = dict(GPU_RESULT, verdict="failed", score=70.0, performance=None,
+                  message="2 of 8 checks failed: poisoned_row, underflow")
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        token = add_students(client, "ada")["ada"]
+        with client.app.state.sessionmaker() as db:
+            ada = db.scalar(select(User).where(User.username == "ada"))
+            s = Submission(user_id=ada.id, exercise="safe_softmax", language="triton",
+                           filename="k.py", source="x", status=Status.GRADED, attempts=1,
+                           verdict="failed", score=70.0)
+            db.add(s)
+            db.flush()
+            db.add(GradeRun(submission_id=s.id, verdict="failed", score=70.0, result=failed,
+                            grader_version="test"))
+            db.commit()
+            sid = s.id
+        sign_in(client, token)
+        page = client.get(f"/submissions/{sid}").text
+        assert '<p class="summary">2 of 8 checks failed: poisoned_row, underflow</p>' in page
