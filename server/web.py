@@ -30,8 +30,8 @@ from .api.common import exercise_or_error, iso
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Status, Submission, User
-from .services import (LATE_POLICIES, Refused, accept_submission, as_utc, deadline_of, leaderboard, requeue,
-                       submissions_query)
+from .services import (LATE_POLICIES, Refused, accept_submission, as_utc, deadline_of,
+                       leaderboard, own_work_in_flight, requeue, submissions_query)
 from .graders_client import LANGUAGE_BY_SUFFIX
 from .settings import REPO_ROOT
 
@@ -169,6 +169,8 @@ def skeleton_download(name: str, language: str, request: Request):
         "Content-Disposition": f'attachment; filename="{name}_{skeleton["filename"]}"'})
 
 
+@router.post("/exercises/{name}", dependencies=[Depends(csrf.check_form)],
+             include_in_schema=False)
 @router.post("/exercises/{name}/submit", dependencies=[Depends(csrf.check_form)])
 async def submit_page(name: str, request: Request, source: str = Form(""),
                       language: str = Form(""), file: UploadFile | None = None,
@@ -186,8 +188,19 @@ async def submit_page(name: str, request: Request, source: str = Form(""),
                                        request.app.state.exercises, user, exercise.name,
                                        language or None, filename, raw)
     except Refused as refused:
+        # nothing the student wrote or chose is lost: an uploaded text file comes back in the
+        # editor, and a submission still being graded is linked
+        if isinstance(raw, bytes):
+            try:
+                source = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        in_flight = db.scalar(select(Submission.id).where(
+            Submission.user_id == user.id, own_work_in_flight()).order_by(Submission.id.desc())
+            .limit(1)) if refused.status == 429 else None
         return _exercise_page(request, user, exercise, refused.status, error=refused.detail,
-                              source=source, language=language or exercise.languages[0])
+                              source=source, language=language or exercise.languages[0],
+                              in_flight=in_flight)
     request.app.state.dispatcher.notify()
     return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
 

@@ -177,3 +177,28 @@ def test_a_failed_result_opens_with_a_summary_line(tmp_path):
         sign_in(client, token)
         page = client.get(f"/submissions/{sid}").text
         assert '<p class="summary">2 of 8 checks failed: poisoned_row, underflow</p>' in page
+
+
+def test_submitting_while_one_is_in_flight_keeps_the_file_and_links_the_first(tmp_path):
+    """Issue 14, item 8: "wait for it" with no link, the chosen file dropped, and the browser
+    left on /submit."""
+    from test_server_api import NoDispatch
+    from server.csrf import FIELD
+
+    with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch()) as client:
+        token = add_students(client, "ada")["ada"]
+        sign_in(client, token)
+        page = client.get("/exercises/safe_softmax").text
+        csrf = re.search(rf'name="{FIELD}" value="([^"]+)"', page).group(1)
+        action = re.search(r'<form method="post" action="(/exercises/safe_softmax)"', page)
+        assert action, "the form posts to the page's own address"
+        first = client.post(action.group(1), data={FIELD: csrf, "language": "triton"},
+                            files={"file": ("mine.py", b"def softmax(x):\n    return x  # 1\n")},
+                            follow_redirects=False)
+        assert first.status_code == 303
+        first_id = first.headers["location"].rsplit("/", 1)[1]
+        second = client.post(action.group(1), data={FIELD: csrf, "language": "triton"},
+                             files={"file": ("mine.py", b"def softmax(x):\n    return x  # 2\n")})
+        assert second.status_code == 429
+        assert f'<a href="/submissions/{first_id}">See submission {first_id}</a>' in second.text
+        assert "return x  # 2" in second.text  # the file is in the editor, not lost
