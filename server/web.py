@@ -14,7 +14,7 @@ import time
 from pathlib import PurePath
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
@@ -262,6 +262,7 @@ def _admin(request: Request, user: User, db: Session, filters: dict[str, str],
                           .order_by(User.username)).all()
     return render(request, "admin.html", user, status, rows=rows, students=students,
                   exercises=request.app.state.exercises, filters=filters,
+                  notice=notice_from(request),
                   late_policy=LATE_POLICIES[request.app.state.settings.late_policy], **extra)
 
 
@@ -276,11 +277,47 @@ def admin_source(submission_id: DbId, request: Request, user: User = Depends(ins
 
 @router.post("/admin/regrade", dependencies=[Depends(csrf.check_form)])
 def admin_regrade(request: Request, submission_id: int | None = Form(None, ge=1, le=MAX_ID),
-                  exercise: str = Form(""), user: User = Depends(instructor_page),
+                  exercise: str = Form(""), confirm: str = Form(""),
+                  user: User = Depends(instructor_page),
                   db: Session = Depends(get_db)):
-    requeue(db, submission_id, None if submission_id else exercise)
+    if not submission_id:
+        if exercise not in request.app.state.exercises:
+            return _admin(request, user, db, {"exercise": "", "student": "", "verdict": ""},
+                          422, regrade_error="Choose the exercise to regrade.")
+        if confirm != "yes":
+            return _admin(request, user, db, {"exercise": "", "student": "", "verdict": ""},
+                          422, regrade_error=f"To regrade every submission of {exercise}, "
+                                             "tick the box that says so.")
+    count = requeue(db, submission_id, None if submission_id else exercise)
     request.app.state.dispatcher.notify()
-    return RedirectResponse(back_to(request, "/admin"), status_code=303)
+    what = f"submission {submission_id}" if submission_id else f"all of {exercise}"
+    return RedirectResponse(_with_notice(back_to(request, "/admin"), "regraded", what, count),
+                            status_code=303)
+
+
+# what a form did, said on the page it returns to: known words only (the query string is
+# the visitor's to change, so it picks a message, it does not carry one)
+NOTICES = {"regraded": "Regrade of {what}: {n} queued; old results stay until the new ones "
+                       "are stored.",
+           "flagged": "Submission {what} is now flagged {flag}."}
+
+
+def _with_notice(path: str, kind: str, what: str, n: int = 0, flag: str = "") -> str:
+    parts = urlsplit(path)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "what", "n", "flag")]
+    query += [("done", kind), ("what", what), ("n", str(n)), ("flag", flag)]
+    return parts.path + "?" + urlencode(query)
+
+
+def notice_from(request: Request) -> str:
+    q = request.query_params
+    template = NOTICES.get(q.get("done", ""))
+    if template is None:
+        return ""
+    flag = q.get("flag", "")
+    return template.format(what=q.get("what", "")[:80], n=int(q.get("n", "0") or 0)
+                           if q.get("n", "").isdigit() else 0,
+                           flag=flag if flag in ("none", "suspicious", "invalidated") else "")
 
 
 def back_to(request: Request, default: str) -> str:
@@ -303,7 +340,8 @@ def admin_flag(request: Request, submission_id: int = Form(..., ge=1, le=MAX_ID)
         raise HTTPException(404, f"no submission {submission_id}")
     s.flag = Flag(flag)
     db.commit()
-    return RedirectResponse(back_to(request, "/admin"), status_code=303)
+    return RedirectResponse(_with_notice(back_to(request, "/admin"), "flagged", str(s.id),
+                                         flag=flag), status_code=303)
 
 
 ROSTER_SHOWN_FOR_S = 600  # a roster's tokens wait this long for their one showing

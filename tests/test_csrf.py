@@ -26,7 +26,7 @@ def signed_in(tmp_path):
 
 FORMS = {  # each state-changing form, with what it would change
     "/admin/flag": {"submission_id": "1", "flag": "invalidated"},
-    "/admin/regrade": {"exercise": "safe_softmax"},
+    "/admin/regrade": {"exercise": "safe_softmax", "confirm": "yes"},
     "/exercises/safe_softmax/submit": {"source": PASS, "language": "triton"},
     "/signout": {},
     "/signin": {"token": ADMIN},
@@ -58,7 +58,8 @@ def test_the_roster_upload_needs_the_token_too(signed_in):
 
 def test_the_pages_own_forms_still_work(signed_in):
     token = form_token(signed_in, "/admin")
-    r = signed_in.post("/admin/regrade", data={"exercise": "safe_softmax", "csrf": token},
+    r = signed_in.post("/admin/regrade", data={"exercise": "safe_softmax", "confirm": "yes",
+                                                "csrf": token},
                        headers={"Origin": "http://testserver"}, follow_redirects=False)
     assert r.status_code == 303
 

@@ -202,3 +202,38 @@ def test_submitting_while_one_is_in_flight_keeps_the_file_and_links_the_first(tm
         assert second.status_code == 429
         assert f'<a href="/submissions/{first_id}">See submission {first_id}</a>' in second.text
         assert "return x  # 2" in second.text  # the file is in the editor, not lost
+
+
+def test_the_instructor_pages_confirm_report_and_name(tmp_path):
+    """Issue 14, item 9: "regrade all" asked nothing and said nothing; the list had no time
+    or late column; a submission's page did not name its student."""
+    from server.csrf import FIELD
+
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        token = add_students(client, "ada")["ada"]
+        sign_in(client, token)
+        from test_server_api import wait_done
+
+        sid = client.post("/api/submissions", headers={"Authorization": f"Bearer {token}"},
+                          json={"exercise": "safe_softmax", "language": "triton",
+                                "source": "# fake: passed 100\n"}).json()["id"]
+        wait_done(client, token, sid)
+        sign_in(client, ADMIN)
+        page = client.get("/admin").text
+        csrf = re.search(rf'name="{FIELD}" value="([^"]+)"', page).group(1)
+        assert '<option value="">choose…</option>' in page  # nothing preselected
+        assert "<th scope=\"col\">Submitted</th>" in page and "<time datetime=" in page
+        unconfirmed = client.post("/admin/regrade", data={FIELD: csrf, "exercise": "safe_softmax"})
+        assert unconfirmed.status_code == 422 and "tick the box" in unconfirmed.text
+        done = client.post("/admin/regrade", data={FIELD: csrf, "exercise": "safe_softmax",
+                                                   "confirm": "yes"})
+        assert done.status_code == 200
+        assert "Regrade of all of safe_softmax: 1 queued" in done.text
+        sid = re.search(r'<tr data-id="(\d+)"', done.text).group(1)
+        flagged = client.post("/admin/flag", data={FIELD: csrf, "submission_id": sid,
+                                                   "flag": "suspicious"})
+        assert f"Submission {sid} is now flagged suspicious." in flagged.text
+        assert "by <strong>Ada</strong> (ada)" in client.get(f"/submissions/{sid}").text
+        # the notice is chosen by the query string, never written by it
+        forged = client.get("/admin?done=regraded&what=<script>x</script>&n=abc").text
+        assert "<script>x</script>" not in forged
