@@ -85,10 +85,26 @@ def viewer(request: Request, db: Session = Depends(get_db)) -> User | None:
     return user_for_session(db, request.cookies.get(COOKIE))
 
 
-def signed_in(user: User | None = Depends(viewer)) -> User:
-    if user is None:
-        raise HTTPException(303, headers={"Location": "/signin"})
+def signed_in(request: Request, user: User | None = Depends(viewer)) -> User:
+    if user is None:  # back to this page after signing in
+        raise HTTPException(303, headers={"Location": signin_url(request.url.path,
+                                                                 request.url.query)})
     return user
+
+
+def signin_url(path: str, query: str = "") -> str:
+    here = path + (f"?{query}" if query else "")
+    return "/signin" if path in ("/", "/signin") else "/signin?" + urlencode({"next": here})
+
+
+def own_path(target: str, default: str = "/exercises") -> str:
+    """``target`` if it is a path of this app (never another site's address), else
+    ``default``."""
+    parts = urlsplit(target or "")
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") \
+            or parts.path.startswith("//") or "\\" in target:
+        return default
+    return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 def instructor_page(user: User = Depends(signed_in)) -> User:
@@ -114,17 +130,18 @@ def home():
 
 
 @router.get("/signin", response_class=HTMLResponse)
-def signin_page(request: Request, user: User | None = Depends(viewer)):
-    return render(request, "signin.html", user)
+def signin_page(request: Request, next: str = "", user: User | None = Depends(viewer)):
+    return render(request, "signin.html", user, next=own_path(next, ""))
 
 
 @router.post("/signin", dependencies=[Depends(csrf.check_form)])
-def signin(request: Request, token: str = Form(""), db: Session = Depends(get_db)):
+def signin(request: Request, token: str = Form(""), next: str = Form(""),
+           db: Session = Depends(get_db)):
     user = user_for_token(db, token.strip())
     if user is None:
-        return render(request, "signin.html", None, 401,
+        return render(request, "signin.html", None, 401, next=own_path(next, ""),
                       error="That token is not known. Ask your instructor for yours.")
-    response = RedirectResponse("/exercises", status_code=303)
+    response = RedirectResponse(own_path(next), status_code=303)
     response.set_cookie(COOKIE, start_session(db, user), httponly=True, samesite="lax",
                         secure=request.url.scheme == "https", max_age=60 * 60 * 24 * 120)
     return response

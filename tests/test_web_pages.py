@@ -25,7 +25,7 @@ def test_pages_need_a_session_and_keep_submissions_private(tmp_path):
     with running(f"sqlite:///{tmp_path / 'db'}") as client:
         tokens = add_students(client, "ada", "eve")
         r = client.get("/me", follow_redirects=False)
-        assert r.status_code == 303 and r.headers["location"] == "/signin"
+        assert r.status_code == 303 and r.headers["location"] == "/signin?next=%2Fme"
         assert client.get("/exercises").status_code == 200  # public
         assert client.get("/leaderboard/safe_softmax").status_code == 200  # public
 
@@ -237,3 +237,23 @@ def test_the_instructor_pages_confirm_report_and_name(tmp_path):
         # the notice is chosen by the query string, never written by it
         forged = client.get("/admin?done=regraded&what=<script>x</script>&n=abc").text
         assert "<script>x</script>" not in forged
+
+
+def test_signing_in_returns_to_the_page_it_came_from(tmp_path):
+    """Issue 14, item 10: sign-in always went to /exercises. It returns to the page that
+    asked, and only ever to a page of this app."""
+    from server.csrf import FIELD
+
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        token = add_students(client, "ada")["ada"]
+        asked = client.get("/me", follow_redirects=False).headers["location"]
+        page = client.get(asked).text
+        assert '<input type="hidden" name="next" value="/me">' in page
+        csrf = re.search(rf'name="{FIELD}" value="([^"]+)"', page).group(1)
+        back = client.post("/signin", data={FIELD: csrf, "token": token, "next": "/me"},
+                           follow_redirects=False)
+        assert back.headers["location"] == "/me"
+        for elsewhere in ("https://evil.example/x", "//evil.example/x", "/\\evil.example"):
+            r = client.post("/signin", data={FIELD: csrf, "token": token, "next": elsewhere},
+                            follow_redirects=False)
+            assert r.headers["location"] == "/exercises", elsewhere
