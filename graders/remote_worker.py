@@ -123,7 +123,8 @@ def run_task(task: dict, client: httpx.Client | None = None) -> str:
     try:
         with tempfile.TemporaryDirectory(prefix="autograder-task-") as tmp:
             path = write_submission(tmp, str(task["language"]), str(task["source"]))
-            outcome = SLOT.grade(str(task["exercise"]), path)
+            outcome = SLOT.grade(str(task["exercise"]), path, on_check=lambda check: (
+                reporter.post("progress", {"check": check}, patience_s=2)))
     except Exception as exc:  # noqa: BLE001 - a grader fault, retried by the server
         outcome = GradeOutcome(None, f"the worker failed: {exc}")
     finally:

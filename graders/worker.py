@@ -6,12 +6,14 @@ slot and its warm runners (graders.pool) and takes jobs one after another, as JS
 lines on its standard input; it answers each with one JSON line on standard output:
 
     in:  {"id": 7, "exercise": "safe_softmax", "file": "/path/submission.py", "timing": true}
+    out: {"id": 7, "check": {"name": "random_rows", "passed": true, ...}}   (one per check,
+         as it ends: progress for the student's page)
     out: {"id": 7, "result": {...the grade --json object...}, "slot": {"healthy": true, ...}}
 
 It prints ``{"ready": true, ...}`` once its first runners are warm, and exits at the
 end of its input, or once its slot is out of service (after answering). Logs go to
-standard error. The server keeps one worker per slot (server/graders_client.py); it
-stays the only reader of these lines, and never imports this package.
+standard error. The server keeps one worker per slot, and a remote worker one per GPU,
+through graders/worker_client.py, the only reader of these lines.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from .checker import default_lanes, resolve_device
 from .registry import get_exercise
@@ -44,8 +47,11 @@ def _answer(out: TextIO, payload: dict[str, Any]) -> None:
     out.flush()
 
 
-def handle(slot: Slot, job: dict[str, Any]) -> dict[str, Any]:
-    """One job line to one answer line; a bad job is answered, never fatal."""
+def handle(slot: Slot, job: dict[str, Any],
+           progress: Callable[[dict[str, Any]], None] = lambda line: None) -> dict[str, Any]:
+    """One job line to one answer line; a bad job is answered, never fatal. Before the
+    answer, a ``{"id", "check"}`` line for each check as it ends (its name, passed, points:
+    what a student may see while the rest runs)."""
     job_id = job.get("id")
     try:
         exercise = get_exercise(str(job["exercise"]))
@@ -54,8 +60,13 @@ def handle(slot: Slot, job: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{path} is not a file")
     except (KeyError, ValueError, SpecError) as exc:
         return {"id": job_id, "result": None, "error": f"bad job: {exc}"}
+    def on_check(check) -> None:
+        progress({"id": job_id, "check": {"name": check.name, "passed": check.passed,
+                                          "points": check.points,
+                                          "max_points": check.max_points}})
+
     result = slot.grade(exercise, path, performance=bool(job.get("timing", True)),
-                        timeout_s=job.get("timeout_s"))
+                        timeout_s=job.get("timeout_s"), on_check=on_check)
     return {"id": job_id, "result": result.to_json(),
             "slot": {"healthy": slot.healthy, "problem": slot.problem}}
 
@@ -79,7 +90,15 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
             except ValueError as exc:
                 _answer(stdout, {"id": None, "result": None, "error": f"bad job line: {exc}"})
                 continue
-            _answer(stdout, handle(slot, job))
+            lock = threading.Lock()  # checks end on the lanes' threads
+
+            def progress(line: dict[str, Any]) -> None:
+                with lock:
+                    _answer(stdout, line)
+
+            answer = handle(slot, job, progress)
+            with lock:
+                _answer(stdout, answer)
             if not slot.healthy:
                 log.error("slot out of service: %s", slot.problem)
                 return 1

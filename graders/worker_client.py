@@ -14,9 +14,10 @@ import queue
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 log = logging.getLogger("graders.worker_client")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +108,9 @@ class SlotWorker:
             return self._start()
         return ""
 
-    def grade(self, exercise: str, path: Path) -> GradeOutcome:
+    def grade(self, exercise: str, path: Path,
+              on_check: "Callable[[dict[str, Any]], None] | None" = None) -> GradeOutcome:
+        """Grade one file; ``on_check`` hears of each check as it ends."""
         problem = self.warm_up()
         if problem:
             return GradeOutcome(None, problem)
@@ -120,7 +123,16 @@ class SlotWorker:
         except OSError as exc:
             self.stop()
             return GradeOutcome(None, f"the grader worker is gone: {exc}")
-        answer = self._next_line(self.timeout_s)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            answer = self._next_line(max(deadline - time.monotonic(), 0.0))
+            if answer is None or "check" not in answer or answer.get("id") != job_id:
+                break
+            if on_check is not None and isinstance(answer["check"], dict):
+                try:
+                    on_check(answer["check"])
+                except Exception:  # noqa: BLE001 - progress is a courtesy, the grading goes on
+                    log.exception("a progress listener failed")
         if answer is None or answer.get("id") != job_id:
             self.stop()
             return GradeOutcome(None, f"the grader worker gave no answer within "

@@ -29,6 +29,7 @@ from graders.task_contract import TASK_NAME, queue_for
 
 from .jobs import Claimer, Job, release, requeue_stale
 from .models import Status, Submission, utcnow
+from .progress import ProgressBoard
 from .settings import Settings
 from .task_tokens import load_secret, token_for
 
@@ -57,6 +58,7 @@ class CeleryDispatcher:
         self.celery = celery or make_celery(settings.broker_url)
         self.secret = load_secret(settings)
         self.claimer = Claimer(sessions)
+        self.progress = ProgressBoard()
         self.queue = queue_for(settings.grader_queue)
         self._wake = threading.Condition()
         self._stopping = False

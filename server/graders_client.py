@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from graders.worker_client import (GradeOutcome, SlotWorker, die_with_parent, outcome_of,
                                    write_submission)
@@ -85,11 +85,14 @@ class GradersClient:
         return {e["name"]: ExerciseInfo(**e) for e in json.loads(proc.stdout)["exercises"]}
 
     def grade(self, exercise: str, language: str, source: str, device: str,
-              gpu_index: int | None) -> GradeOutcome:
+              gpu_index: int | None,
+              on_check: Callable[[dict[str, Any]], None] | None = None) -> GradeOutcome:
+        """``on_check`` hears of each check as it ends (the slot's worker only; the
+        one-shot stand-in grader says nothing until its result)."""
         if self.persistent:
             with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
                 path = write_submission(tmp, language, source)
-                return self._worker(device, gpu_index).grade(exercise, path)
+                return self._worker(device, gpu_index).grade(exercise, path, on_check)
         with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
             path = write_submission(tmp, language, source)
             argv = self.base + ["grade", exercise, str(path), "--json", "--device", device]

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from .graders_client import GradersClient
 from .jobs import Claimer, requeue_interrupted, store
 from .models import Status, Submission, utcnow
+from .progress import ProgressBoard
 from .settings import Settings
 
 log = logging.getLogger("server.queue")
@@ -72,6 +73,7 @@ class LocalPool:
         self.slots = slots or default_slots(settings)
         self._wake = threading.Condition()
         self.claimer = Claimer(sessions)
+        self.progress = ProgressBoard()
         self._stopping = False
         self._threads: list[threading.Thread] = []
 
@@ -109,12 +111,15 @@ class LocalPool:
                     if not self._stopping:
                         self._wake.wait(timeout=2.0)
                 continue
+            self.progress.clear(job.id)
             outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
-                                        slot.gpu_index)
+                                        slot.gpu_index,
+                                        on_check=lambda c, sid=job.id: self.progress.record(sid, c))
             try:
                 store(self.sessions, self.settings, job.id, job.attempt, outcome, self.notify)
             except Exception:  # noqa: BLE001
                 log.exception("storing the result of submission %d failed", job.id)
+            self.progress.clear(job.id)
             if not outcome.slot_healthy:
                 slot.in_service = False
                 log.error("slot %s taken out of service: %s", slot.name, outcome.slot_problem)

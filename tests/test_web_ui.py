@@ -132,9 +132,15 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     student.get_by_label("Your code").fill(reference)
     student.get_by_role("button", name="Submit for grading").click()
     student.wait_for_url(f"{base}/submissions/*")
+    student.evaluate("window.__notReloaded = true")
     shot(student, "submission-pending")
     student.locator("#verdict").wait_for(timeout=180_000)
     assert student.locator("#verdict").inner_text() == "passed"
+    # the result came in place (issue 14, item 7): no reload, the verdict announced to
+    # screen readers, and the focus on it
+    assert student.evaluate("window.__notReloaded === true")
+    assert student.locator("#announce").inner_text().startswith("Graded: passed")
+    assert student.evaluate("document.activeElement.id") == "verdict-h"
     shot(student, "submission-passed")
 
     # a mutant by file upload: failed, the named check, its row dump with NaN highlighted

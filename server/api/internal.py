@@ -67,6 +67,7 @@ def start(submission_id: int, attempt: int, note: WorkerNote, request: Request,
             raise HTTPException(409, "another worker already started this attempt")
         s.started_at = s.heartbeat_at = utcnow()
         s.worker = note.worker or None
+    _dispatcher(request).progress.clear(submission_id)
     _dispatcher(request).heard_from(note.worker, started=True)
     return {"ok": True}
 
@@ -78,6 +79,23 @@ def heartbeat(submission_id: int, attempt: int, note: WorkerNote, request: Reque
     with request.app.state.sessionmaker.begin() as db:
         _running(db, submission_id, attempt).heartbeat_at = utcnow()
     _dispatcher(request).heard_from(note.worker)
+    return {"ok": True}
+
+
+class TaskProgress(WorkerNote):
+    check: dict[str, Any]
+
+
+@router.post("/{submission_id}/{attempt}/progress")
+def progress(submission_id: int, attempt: int, body: TaskProgress, request: Request,
+             x_task_token: str | None = Header(None)):
+    """A check of the task ended (for the student's page; also a heartbeat)."""
+    _check(request, submission_id, attempt, x_task_token)
+    with request.app.state.sessionmaker.begin() as db:
+        _running(db, submission_id, attempt).heartbeat_at = utcnow()
+    dispatcher = _dispatcher(request)
+    dispatcher.progress.record(submission_id, body.check)
+    dispatcher.heard_from(body.worker)
     return {"ok": True}
 
 
@@ -94,6 +112,7 @@ def result(submission_id: int, attempt: int, body: TaskResult, request: Request,
     stored = store(request.app.state.sessionmaker, request.app.state.settings, submission_id,
                    attempt, GradeOutcome(outcome, body.fault, body.slot_healthy,
                                          body.slot_problem), dispatcher.notify)
+    dispatcher.progress.clear(submission_id)
     dispatcher.heard_from(body.worker, finished=True, healthy=body.slot_healthy)
     if stored == "stale":
         raise HTTPException(409, "this attempt is over: its result was not stored")

@@ -10,7 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..auth import current_user, get_db
-from ..models import Role, Submission, User
+from ..models import Role, Status, Submission, User
+from ..progress import progress_of
 from ..services import Refused, accept_submission
 from .common import submission_json, submission_url
 from .validation import DbId, read_json
@@ -72,4 +73,8 @@ def get_submission(submission_id: DbId, request: Request, user: User = Depends(c
     s = db.get(Submission, submission_id)
     if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
         raise HTTPException(404, f"no submission {submission_id} of yours")
-    return submission_json(request, s)
+    out = submission_json(request, s)
+    if s.status in (Status.QUEUED, Status.RUNNING):  # {"queue_position", "checks", ...}
+        out["progress"] = progress_of(db, s, getattr(request.app.state.dispatcher,
+                                                     "progress", None))
+    return out

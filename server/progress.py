@@ -1,0 +1,59 @@
+"""What a student sees while waiting: the queue ahead of them, and each check as it ends.
+
+Checks arrive from the slot's ``graders worker`` (its ``{"id", "check"}`` lines) or from a
+remote worker (``/internal/tasks/…/progress``) and live in the server's memory until the
+result is stored: progress is a courtesy, the database holds only results.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .models import Status, Submission
+
+
+class ProgressBoard:
+    def __init__(self) -> None:
+        self._checks: dict[int, list[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, submission_id: int, check: dict[str, Any]) -> None:
+        shown = {"name": str(check.get("name", ""))[:64], "passed": bool(check.get("passed")),
+                 "points": check.get("points"), "max_points": check.get("max_points")}
+        with self._lock:
+            self._checks.setdefault(submission_id, []).append(shown)
+
+    def checks(self, submission_id: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._checks.get(submission_id, []))
+
+    def clear(self, submission_id: int) -> None:
+        with self._lock:
+            self._checks.pop(submission_id, None)
+
+
+def progress_of(db: Session, s: Submission, board: ProgressBoard | None) -> dict[str, Any]:
+    """For a queued or running submission: its place in the queue (1 = next), how long it
+    has waited or run, and the checks done so far."""
+    now = datetime.now(timezone.utc)
+
+    def since(value: datetime | None) -> float | None:
+        if value is None:
+            return None
+        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return round(max((now - value).total_seconds(), 0.0), 1)
+
+    out: dict[str, Any] = {"queue_position": None, "waiting_s": since(s.created_at),
+                           "running_s": None, "checks": []}
+    if s.status is Status.QUEUED:
+        out["queue_position"] = 1 + (db.scalar(select(func.count()).where(
+            Submission.status == Status.QUEUED, Submission.id < s.id)) or 0)
+    elif s.status is Status.RUNNING:
+        out["running_s"] = since(s.started_at)
+        out["checks"] = board.checks(s.id) if board else []
+    return out
