@@ -8,7 +8,9 @@ submission page polls for its result.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
+import json
 import secrets
 import time
 from pathlib import PurePath
@@ -16,8 +18,8 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
@@ -238,6 +240,48 @@ def submission_page(submission_id: DbId, request: Request, user: User = Depends(
     return render(request, "submission.html", user, s=s, result=result, pending=pending,
                   progress=progress, chart=_chart(result),
                   older=len(s.results) - 1 if s.results else 0)
+
+
+def _own(db: Session, user: User, submission_id: int) -> Submission:
+    """The submission, if it is the user's own (or the user teaches); else 404."""
+    s = db.get(Submission, submission_id)
+    if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
+        raise HTTPException(404, f"no submission {submission_id} of yours")
+    return s
+
+
+@router.get("/submissions/{submission_id}/source", response_class=HTMLResponse)
+def submission_source(submission_id: DbId, request: Request, user: User = Depends(signed_in),
+                      db: Session = Depends(get_db)):
+    return render(request, "source.html", user, s=_own(db, user, submission_id))
+
+
+@router.get("/submissions/{submission_id}/download/{what}")
+def submission_download(submission_id: DbId, what: str, request: Request,
+                        user: User = Depends(signed_in), db: Session = Depends(get_db)):
+    """``source``: the file as submitted; ``result``: the grader's JSON of the newest result."""
+    s = _own(db, user, submission_id)
+    if what == "source":
+        name = PurePath(s.filename).name or "submission.py"
+        return PlainTextResponse(s.source, headers={
+            "Content-Disposition": f'attachment; filename="{submission_id}-{name}"'})
+    if what == "result" and s.results:
+        return Response(json.dumps(s.results[-1].result, indent=2), media_type="application/json",
+                        headers={"Content-Disposition":
+                                 f'attachment; filename="{submission_id}-result.json"'})
+    raise HTTPException(404, f"submission {submission_id} has no {what} to download")
+
+
+@router.get("/me/diff", response_class=HTMLResponse)
+def diff_page(request: Request, a: int = Query(..., ge=1, le=MAX_ID),
+              b: int = Query(..., ge=1, le=MAX_ID), user: User = Depends(signed_in),
+              db: Session = Depends(get_db)):
+    """Two of one's own attempts, line by line (a unified diff, oldest first)."""
+    old, new = sorted((_own(db, user, a), _own(db, user, b)), key=lambda s: s.id)
+    lines = list(difflib.unified_diff(old.source.splitlines(), new.source.splitlines(),
+                                      f"submission {old.id}", f"submission {new.id}",
+                                      lineterm=""))
+    return render(request, "diff.html", user, old=old, new=new, lines=lines)
 
 
 @router.get("/me", response_class=HTMLResponse)

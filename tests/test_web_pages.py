@@ -1,5 +1,6 @@
 """The pages without a browser: redirects, privacy, and the GPU chart of a result."""
 
+import json
 import re
 
 from sqlalchemy import select
@@ -257,3 +258,38 @@ def test_signing_in_returns_to_the_page_it_came_from(tmp_path):
             r = client.post("/signin", data={FIELD: csrf, "token": token, "next": elsewhere},
                             follow_redirects=False)
             assert r.headers["location"] == "/exercises", elsewhere
+
+
+def test_a_student_reads_downloads_and_compares_their_own_attempts(tmp_path):
+    """Issue 14: their own source and result JSON, to read and download, and the changes
+    between two attempts; never anyone else's."""
+    from test_server_api import wait_done
+
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        tokens = add_students(client, "ada", "eve")
+        headers = {"Authorization": f"Bearer {tokens['ada']}"}
+        ids = []
+        for score in (40, 100):
+            sid = client.post("/api/submissions", headers=headers, json={
+                "exercise": "safe_softmax", "language": "triton", "filename": "mine.py",
+                "source": f"# fake: passed {score}\nx = {score}\n"}).json()["id"]
+            wait_done(client, tokens["ada"], sid)
+            ids.append(sid)
+        sign_in(client, tokens["ada"])
+        assert f'<a href="/submissions/{ids[0]}/source">source</a>' in \
+            client.get(f"/submissions/{ids[0]}").text
+        assert "x = 40" in client.get(f"/submissions/{ids[0]}/source").text
+        source = client.get(f"/submissions/{ids[0]}/download/source")
+        assert source.text == "# fake: passed 40\nx = 40\n"
+        assert f'filename="{ids[0]}-mine.py"' in source.headers["content-disposition"]
+        result = client.get(f"/submissions/{ids[1]}/download/result")
+        assert json.loads(result.text)["score"] == 100
+        assert "/me/diff" in client.get("/me").text
+        diff = client.get(f"/me/diff?a={ids[1]}&b={ids[0]}").text
+        assert '<span class="del">-x = 40</span>' in diff
+        assert '<span class="add">+x = 100</span>' in diff
+        sign_in(client, tokens["eve"])
+        for path in (f"/submissions/{ids[0]}/source", f"/submissions/{ids[0]}/download/source",
+                     f"/submissions/{ids[0]}/download/result", f"/me/diff?a={ids[0]}&b={ids[1]}"):
+            page = client.get(path)
+            assert page.status_code == 404 and "x = 40" not in page.text, path

@@ -260,13 +260,15 @@ def test_no_page_is_wider_than_its_viewport(server, browser, width):
              (student, "/exercises/online_softmax"), (student, f"/submissions/{passed}"),
              (student, f"/submissions/{failed}"), (student, f"/submissions/{broken}"),
              (student, "/me"), (student, "/leaderboard/safe_softmax"),
+             (student, f"/submissions/{failed}/source"),
+             (student, f"/me/diff?a={passed}&b={failed}"),
              (teacher, "/admin"), (teacher, f"/admin/source/{failed}"),
              (teacher, f"/submissions/{failed}")]
     too_wide = {}
     for page, path in pages:
         page.goto(f"{base}{path}")
         measured = page.evaluate(WIDER_THAN_VIEWPORT)
-        shot(page, f"phone-{width}{path.replace('/', '-')}")
+        shot(page, f"phone-{width}{path.replace('/', '-').replace('?', '-').replace('&', '-')}")
         if measured["scroll"] > measured["client"]:
             too_wide[path] = measured
     assert too_wide == {}, "\n".join(f"{p}: {m}" for p, m in too_wide.items())
