@@ -293,3 +293,54 @@ def test_dark_mode_follows_the_system(server, browser):
         context.close()
     assert colours["light"] == ["rgb(248, 250, 252)", "rgb(15, 23, 42)"]
     assert colours["dark"] == ["rgb(11, 18, 32)", "rgb(226, 232, 240)"]
+
+
+def _tab_to(page, element_id, limit=60):
+    """Press Tab until ``element_id`` has the focus; the ids passed on the way."""
+    seen = []
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        now = page.evaluate("document.activeElement.id || document.activeElement.tagName")
+        seen.append(now)
+        if now == element_id:
+            return seen
+    raise AssertionError(f"Tab never reached #{element_id}: {seen}")
+
+
+def test_the_submit_form_by_keyboard_alone_and_a_hip_upload(server, browser, tmp_path):
+    """Issue 14: the keyboard path through the submit form (Tab indents in the editor, Esc
+    then Tab leaves it), and a .hip file uploaded with the picker left on Triton is HIP."""
+    base = server
+    token = _api_students(base, "keys")["keys"]
+    page = sign_in(browser, base, token)
+    page.goto(f"{base}/exercises/safe_softmax")
+    before = _tab_to(page, "language")
+    assert "source" not in before  # the picker comes before the editor
+    _tab_to(page, "source")
+    page.keyboard.press("Control+A")
+    page.keyboard.type((REPO / "reference_solutions/safe_softmax/solution.py").read_text()
+                       .split("\n\n\n")[0] + "\n")
+    page.keyboard.press("Tab")  # inside the editor, Tab indents
+    assert page.evaluate("document.activeElement.id") == "source"
+    assert page.get_by_label("Your code").input_value().endswith("    ")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Tab")  # Esc, then Tab, moves on
+    assert page.evaluate("document.activeElement.id") == "file"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Submit for grading"
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{base}/submissions/*")
+    page.locator("#verdict").wait_for(timeout=180_000)
+    shot(page, "keyboard-submitted")
+
+    # a .hip file, the picker left on triton: graded as HIP (compiled without a GPU)
+    page.goto(f"{base}/exercises/safe_softmax")
+    assert page.get_by_label("Language").input_value() == "triton"
+    hip = REPO / "reference_solutions/safe_softmax/solution.hip"
+    page.get_by_label("…or upload a file").set_input_files(str(hip))
+    page.get_by_role("button", name="Submit for grading").click()
+    page.wait_for_url(f"{base}/submissions/*")
+    page.locator("#verdict").wait_for(timeout=180_000)
+    assert page.locator("#verdict").inner_text() == "compiled"
+    assert "· hip" in page.locator("p.meta").first.inner_text()
+    shot(page, "hip-upload-picker-on-triton")
