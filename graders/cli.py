@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from . import GRADER_VERSION
-from .checker import resolve_device
+from .checker import applicable_checks, resolve_device
 from .registry import all_exercises, get_exercise
 from .report import progress_line, render
 from .sandbox import SandboxUnavailable
@@ -132,13 +132,17 @@ def _exercise_json(spec) -> dict:
         path = spec.skeleton_path(language)
         if path is not None:
             skeletons[language] = {"filename": path.name, "source": path.read_text()}
+    # which checks each language is graded on (HIP takes float32 only, say)
+    graded = {lang: {c.name for c in applicable_checks(spec, Language(lang))}
+              for lang in spec.languages}
     return {
         "name": spec.name, "title": spec.title, "summary": spec.summary,
         "languages": list(spec.languages), "entry_points": list(spec.entry_points),
         "deadline": spec.deadline,
         "statement": spec.statement_path.read_text() if spec.statement_path.exists() else "",
         "skeletons": skeletons,
-        "checks": [{"name": c.name, "points": c.points, "description": c.description}
+        "checks": [{"name": c.name, "points": c.points, "description": c.description,
+                    "languages": [lang for lang in spec.languages if c.name in graded[lang]]}
                    for c in spec.checks],
     }
 

@@ -37,9 +37,10 @@ class ProgressBoard:
             self._checks.pop(submission_id, None)
 
 
-def progress_of(db: Session, s: Submission, board: ProgressBoard | None) -> dict[str, Any]:
+def progress_of(db: Session, s: Submission, board: ProgressBoard | None,
+                checks_total: int | None = None) -> dict[str, Any]:
     """For a queued or running submission: its place in the queue (1 = next), how long it
-    has waited or run, and the checks done so far."""
+    has waited or run, and the checks done so far (of ``checks_total``)."""
     now = datetime.now(timezone.utc)
 
     def since(value: datetime | None) -> float | None:
@@ -49,7 +50,7 @@ def progress_of(db: Session, s: Submission, board: ProgressBoard | None) -> dict
         return round(max((now - value).total_seconds(), 0.0), 1)
 
     out: dict[str, Any] = {"queue_position": None, "waiting_s": since(s.created_at),
-                           "running_s": None, "checks": []}
+                           "running_s": None, "checks": [], "checks_total": checks_total}
     if s.status is Status.QUEUED:
         out["queue_position"] = 1 + (db.scalar(select(func.count()).where(
             Submission.status == Status.QUEUED, Submission.id < s.id)) or 0)
@@ -57,3 +58,11 @@ def progress_of(db: Session, s: Submission, board: ProgressBoard | None) -> dict
         out["running_s"] = since(s.started_at)
         out["checks"] = board.checks(s.id) if board else []
     return out
+
+
+def checks_total(request, s: Submission) -> int | None:
+    """How many checks the submission's exercise runs in its language (for "5 of 8")."""
+    exercise = request.app.state.exercises.get(s.exercise)
+    if exercise is None:
+        return None
+    return sum(1 for c in exercise.checks if s.language in c.get("languages", [s.language]))

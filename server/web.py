@@ -32,7 +32,7 @@ from .api.common import exercise_or_error, iso
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Status, Submission, User
-from .progress import progress_of
+from .progress import checks_total, progress_of
 from .services import (LATE_POLICIES, Refused, accept_submission, as_utc, deadline_of,
                        leaderboard, own_work_in_flight, requeue, submissions_query)
 from .graders_client import LANGUAGE_BY_SUFFIX
@@ -235,8 +235,8 @@ def submission_page(submission_id: DbId, request: Request, user: User = Depends(
         raise HTTPException(404, f"no submission {submission_id} of yours")
     result = s.results[-1].result if s.results else None
     pending = s.status in (Status.QUEUED, Status.RUNNING)
-    progress = progress_of(db, s, getattr(request.app.state.dispatcher, "progress", None)) \
-        if pending else None
+    progress = progress_of(db, s, getattr(request.app.state.dispatcher, "progress", None),
+                           checks_total(request, s)) if pending else None
     return render(request, "submission.html", user, s=s, result=result, pending=pending,
                   progress=progress, chart=_chart(result),
                   older=len(s.results) - 1 if s.results else 0)

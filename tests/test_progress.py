@@ -9,6 +9,7 @@ from conftest import REPO
 from server.models import Status, Submission
 from server.progress import ProgressBoard
 from test_server_api import NoDispatch, add_students, auth, running, submit
+from test_web_pages import sign_in
 
 
 def test_the_worker_reports_each_check_before_its_answer():
@@ -61,9 +62,11 @@ def test_a_waiting_student_sees_their_place_and_the_checks_done(tmp_path):
         assert ada["progress"]["checks"] == [{"name": "random_rows", "passed": True,
                                               "points": 15, "max_points": 15}]
         assert ada["progress"]["queue_position"] is None
+        assert ada["progress"]["checks_total"] == 8  # safe_softmax in Triton
+        sign_in(client, tokens["ada"])
+        assert "1 of 8 checks done" in client.get(f"/submissions/{ids['ada']}").text
         bob = client.get(f"/api/submissions/{ids['bob']}", headers=auth(tokens["bob"])).json()
         assert bob["progress"]["queue_position"] == 1  # next now
-        from test_web_pages import sign_in
         sign_in(client, tokens["bob"])
         page = client.get(f"/submissions/{ids['bob']}").text
         assert "Waiting in the queue" in page and ": number 1 in line" in page

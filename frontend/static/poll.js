@@ -12,7 +12,10 @@
     const p = body.progress || {};
     $("status-what").textContent = body.status === "queued" ? "Waiting in the queue" : "Being graded";
     $("status-where").textContent = body.status === "queued" ? ordinalLine(p.queue_position) : "";
-    const seconds = body.status === "running" ? p.running_s : p.waiting_s;
+    const running = body.status === "running";
+    $("status-count").textContent = running && p.checks_total
+      ? `, ${(p.checks || []).length} of ${p.checks_total} checks done` : "";
+    const seconds = running ? p.running_s : p.waiting_s;
     $("status-time").textContent = seconds == null ? "" : ` for ${Math.round(seconds)} s`;
     const list = $("status-checks");
     const checks = p.checks || [];

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from ..auth import current_user, get_db
 from ..models import Role, Status, Submission, User
-from ..progress import progress_of
+from ..progress import checks_total, progress_of
 from ..services import Refused, accept_submission
 from .common import submission_json, submission_url
 from .validation import DbId, read_json
@@ -76,5 +76,5 @@ def get_submission(submission_id: DbId, request: Request, user: User = Depends(c
     out = submission_json(request, s)
     if s.status in (Status.QUEUED, Status.RUNNING):  # {"queue_position", "checks", ...}
         out["progress"] = progress_of(db, s, getattr(request.app.state.dispatcher,
-                                                     "progress", None))
+                                                     "progress", None), checks_total(request, s))
     return out
