@@ -79,6 +79,12 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
     slot = Slot(f"worker-{device.value}-{gpu_index}", device, gpu_index=gpu_index,
                 sandbox=sandbox, warm=default_warm(device) if warm is None else warm)
     _answer(stdout, {"ready": True, "device": device.value, "warm": slot.pool.ready_count})
+    lock = threading.Lock()  # a job's checks end on its lanes' threads
+
+    def answer(line: dict[str, Any]) -> None:
+        with lock:
+            _answer(stdout, line)
+
     try:
         for line in stdin:
             if not line.strip():
@@ -88,17 +94,9 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
                 if not isinstance(job, dict):
                     raise ValueError("not an object")
             except ValueError as exc:
-                _answer(stdout, {"id": None, "result": None, "error": f"bad job line: {exc}"})
+                answer({"id": None, "result": None, "error": f"bad job line: {exc}"})
                 continue
-            lock = threading.Lock()  # checks end on the lanes' threads
-
-            def progress(line: dict[str, Any]) -> None:
-                with lock:
-                    _answer(stdout, line)
-
-            answer = handle(slot, job, progress)
-            with lock:
-                _answer(stdout, answer)
+            answer(handle(slot, job, answer))
             if not slot.healthy:
                 log.error("slot out of service: %s", slot.problem)
                 return 1

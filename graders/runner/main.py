@@ -2,8 +2,8 @@
 
 Protocol (``graders.protocol`` frames on two pipes the checker owns):
   hello          -> device, device name, versions
-  warm           -> compile the known-answer kernel and import torch's lazy parts,
-                    touching no GPU (a warm runner is made while another is timed)
+  warm           -> compile the known-answer kernel for the shape named and import
+                    torch's lazy parts, touching no GPU (made while another is timed)
   known_answer   -> the row logsumexp of the array sent, from our own kernel
   load           -> import the submission (its path in the header); report its
                     attributes or the error
@@ -130,7 +130,7 @@ class Runner:
         return HostArray(t.numpy().copy(), names[t.dtype])
 
     # -- operations -------------------------------------------------------------------
-    def warm(self) -> dict[str, Any]:
+    def warm(self, header: dict[str, Any]) -> dict[str, Any]:
         """The CPU-side part of being made ready, which needs no GPU: the known-answer
         kernel's compile, and torch's lazy machinery that the first call under the guard's
         dispatch mode imports (over a second). The slot runs this beside a timed grading;
@@ -140,7 +140,8 @@ class Runner:
         reply: dict[str, Any] = {"ok": True}
         if self.device == "cuda":
             try:
-                compile_ahead(self.torch)
+                rows, cols = header["known_shape"]
+                compile_ahead(int(rows), int(cols))
             except Exception as exc:  # noqa: BLE001 - then the launch compiles, as before
                 reply["compile_ahead"] = _describe(exc)
         with self.guard.guarded_call(self.guard.CallGuard(""), "cpu"):
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             reply = runner.hello()
         elif op == "warm":
             try:
-                reply = runner.warm()
+                reply = runner.warm(msg.header)
             except BaseException as exc:  # noqa: BLE001
                 reply = _error("grader_error", f"warming the runner failed: {_describe(exc)}", None)
         elif op == "known_answer":
