@@ -84,6 +84,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     for module in (submissions, exercises, leaderboard, admin, internal, metrics, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
+    app.state.issued_rosters = {}  # a roster upload's tokens, until their one showing (web.py)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
                        timeout_s=settings.body_timeout_s)
 

@@ -85,8 +85,7 @@ class CeleryDispatcher:
         with self._wake:
             self._wake.notify_all()
 
-    def heard_from(self, worker: str, started: bool = False, finished: bool = False,
-                   healthy: bool = True) -> None:
+    def heard_from(self, worker: str, started: bool = False, healthy: bool = True) -> None:
         if worker:
             self._workers[worker] = time.monotonic()
             (self._unhealthy.discard if healthy else self._unhealthy.add)(worker)

@@ -6,14 +6,12 @@ survives restarts); grading latency and verdicts are counted as results are stor
 
 from __future__ import annotations
 
-from datetime import timezone
-
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 
-from .models import Status, Submission, utcnow
+from .models import Status, Submission, as_utc, utcnow
 
 router = APIRouter(include_in_schema=False)
 REGISTRY = CollectorRegistry()
@@ -27,9 +25,7 @@ VERDICTS = Counter("autograder_verdicts", "Stored gradings by verdict", ["verdic
 def observe(result: dict, started_at, finished_at) -> None:
     VERDICTS.labels(str(result.get("verdict", "?"))).inc()
     if started_at is not None and finished_at is not None:
-        if started_at.tzinfo is None:
-            started_at = started_at.replace(tzinfo=timezone.utc)
-        seconds = (finished_at - started_at).total_seconds()
+        seconds = (finished_at - as_utc(started_at)).total_seconds()
         GRADING_SECONDS.labels(str(result.get("device", "?"))).observe(max(seconds, 0.0))
 
 
@@ -51,9 +47,7 @@ class QueueCollector:
         yield depth
         age = 0.0
         if oldest is not None:
-            if oldest.tzinfo is None:
-                oldest = oldest.replace(tzinfo=timezone.utc)
-            age = max((utcnow() - oldest).total_seconds(), 0.0)
+            age = max((utcnow() - as_utc(oldest)).total_seconds(), 0.0)
         yield GaugeMetricFamily("autograder_oldest_queued_seconds",
                                 "Age of the oldest queued submission", value=age)
         up, down = _graders(state.dispatcher)

@@ -8,13 +8,13 @@ result is stored: progress is a courtesy, the database holds only results.
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .models import Status, Submission
+from .models import Status, Submission, as_utc, utcnow
 
 
 class ProgressBoard:
@@ -37,20 +37,22 @@ class ProgressBoard:
             self._checks.pop(submission_id, None)
 
 
-def progress_of(db: Session, s: Submission, board: ProgressBoard | None,
-                checks_total: int | None = None) -> dict[str, Any]:
-    """For a queued or running submission: its place in the queue (1 = next), how long it
-    has waited or run, and the checks done so far (of ``checks_total``)."""
-    now = datetime.now(timezone.utc)
+def progress_of(request, db: Session, s: Submission) -> dict[str, Any] | None:
+    """For a queued or running submission (else None): its place in the queue (1 = next),
+    how long it has waited or run, and the checks done so far, of how many."""
+    if s.status not in (Status.QUEUED, Status.RUNNING):
+        return None
+    now = utcnow()
 
     def since(value: datetime | None) -> float | None:
         if value is None:
             return None
-        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return round(max((now - value).total_seconds(), 0.0), 1)
+        return round(max((now - as_utc(value)).total_seconds(), 0.0), 1)
 
+    board = getattr(request.app.state.dispatcher, "progress", None)
     out: dict[str, Any] = {"queue_position": None, "waiting_s": since(s.created_at),
-                           "running_s": None, "checks": [], "checks_total": checks_total}
+                           "running_s": None, "checks": [],
+                           "checks_total": _checks_total(request, s)}
     if s.status is Status.QUEUED:
         out["queue_position"] = 1 + (db.scalar(select(func.count()).where(
             Submission.status == Status.QUEUED, Submission.id < s.id)) or 0)
@@ -60,7 +62,7 @@ def progress_of(db: Session, s: Submission, board: ProgressBoard | None,
     return out
 
 
-def checks_total(request, s: Submission) -> int | None:
+def _checks_total(request, s: Submission) -> int | None:
     """How many checks the submission's exercise runs in its language (for "5 of 8")."""
     exercise = request.app.state.exercises.get(s.exercise)
     if exercise is None:

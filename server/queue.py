@@ -111,7 +111,6 @@ class LocalPool:
                     if not self._stopping:
                         self._wake.wait(timeout=2.0)
                 continue
-            self.progress.clear(job.id)
             outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
                                         slot.gpu_index,
                                         on_check=lambda c, sid=job.id: self.progress.record(sid, c))

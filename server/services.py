@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from .api.common import iso
 from .graders_client import LANGUAGE_BY_SUFFIX, ExerciseInfo
-from .models import Flag, GradeRun, Role, Status, Submission, User
+from .models import Flag, GradeRun, Role, Status, Submission, User, as_utc
 from .queue import queue_depth
 from .settings import Settings
 
@@ -31,10 +31,6 @@ class Refused(Exception):
     status: int
     detail: str
     headers: dict[str, str] = field(default_factory=dict)
-
-
-def as_utc(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def _retry_after(seconds: float) -> dict[str, str]:

@@ -16,7 +16,7 @@ import time
 from pathlib import PurePath
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -28,12 +28,12 @@ from sqlalchemy.orm import Session
 
 from . import csrf
 from .api.admin import _upsert, csv_cell, roster_from_csv
-from .api.common import exercise_or_error, iso
+from .api.common import exercise_or_error, iso, own_submission
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
-from .models import Flag, Role, Status, Submission, User
-from .progress import checks_total, progress_of
-from .services import (LATE_POLICIES, Refused, accept_submission, as_utc, deadline_of,
+from .models import Flag, Role, Submission, User, as_utc
+from .progress import progress_of
+from .services import (LATE_POLICIES, Refused, accept_submission, deadline_of,
                        leaderboard, own_work_in_flight, requeue, submissions_query)
 from .graders_client import LANGUAGE_BY_SUFFIX
 from .settings import REPO_ROOT
@@ -230,37 +230,26 @@ async def submit_page(name: str, request: Request, source: str = Form(""),
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
 def submission_page(submission_id: DbId, request: Request, user: User = Depends(signed_in),
                     db: Session = Depends(get_db)):
-    s = db.get(Submission, submission_id)
-    if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
-        raise HTTPException(404, f"no submission {submission_id} of yours")
+    s = own_submission(db, user, submission_id)
     result = s.results[-1].result if s.results else None
-    pending = s.status in (Status.QUEUED, Status.RUNNING)
-    progress = progress_of(db, s, getattr(request.app.state.dispatcher, "progress", None),
-                           checks_total(request, s)) if pending else None
-    return render(request, "submission.html", user, s=s, result=result, pending=pending,
+    progress = progress_of(request, db, s)
+    return render(request, "submission.html", user, s=s, result=result,
+                  pending=progress is not None,
                   progress=progress, chart=_chart(result),
                   older=len(s.results) - 1 if s.results else 0)
-
-
-def _own(db: Session, user: User, submission_id: int) -> Submission:
-    """The submission, if it is the user's own (or the user teaches); else 404."""
-    s = db.get(Submission, submission_id)
-    if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
-        raise HTTPException(404, f"no submission {submission_id} of yours")
-    return s
 
 
 @router.get("/submissions/{submission_id}/source", response_class=HTMLResponse)
 def submission_source(submission_id: DbId, request: Request, user: User = Depends(signed_in),
                       db: Session = Depends(get_db)):
-    return render(request, "source.html", user, s=_own(db, user, submission_id))
+    return render(request, "source.html", user, s=own_submission(db, user, submission_id))
 
 
 @router.get("/submissions/{submission_id}/download/{what}")
 def submission_download(submission_id: DbId, what: str, request: Request,
                         user: User = Depends(signed_in), db: Session = Depends(get_db)):
     """``source``: the file as submitted; ``result``: the grader's JSON of the newest result."""
-    s = _own(db, user, submission_id)
+    s = own_submission(db, user, submission_id)
     if what == "source":
         name = PurePath(s.filename).name or "submission.py"
         return PlainTextResponse(s.source, headers={
@@ -277,7 +266,7 @@ def diff_page(request: Request, a: int = Query(..., ge=1, le=MAX_ID),
               b: int = Query(..., ge=1, le=MAX_ID), user: User = Depends(signed_in),
               db: Session = Depends(get_db)):
     """Two of one's own attempts, line by line (a unified diff, oldest first)."""
-    old, new = sorted((_own(db, user, a), _own(db, user, b)), key=lambda s: s.id)
+    old, new = sorted((own_submission(db, user, a), own_submission(db, user, b)), key=lambda s: s.id)
     lines = list(difflib.unified_diff(old.source.splitlines(), new.source.splitlines(),
                                       f"submission {old.id}", f"submission {new.id}",
                                       lineterm=""))
@@ -320,8 +309,9 @@ def admin_page(request: Request, exercise: str = "", student: str = "", verdict:
                                       "verdict": verdict})
 
 
-def _admin(request: Request, user: User, db: Session, filters: dict[str, str],
+def _admin(request: Request, user: User, db: Session, filters: dict[str, str] | None = None,
            status: int = 200, **extra: Any) -> HTMLResponse:
+    filters = filters or {"exercise": "", "student": "", "verdict": ""}
     rows = db.scalars(submissions_query(**filters).limit(500)).all()
     students = db.scalars(select(User).where(User.role == Role.STUDENT)
                           .order_by(User.username)).all()
@@ -347,11 +337,10 @@ def admin_regrade(request: Request, submission_id: int | None = Form(None, ge=1,
                   db: Session = Depends(get_db)):
     if not submission_id:
         if exercise not in request.app.state.exercises:
-            return _admin(request, user, db, {"exercise": "", "student": "", "verdict": ""},
-                          422, regrade_error="Choose the exercise to regrade.")
+            return _admin(request, user, db, status=422,
+                          regrade_error="Choose the exercise to regrade.")
         if confirm != "yes":
-            return _admin(request, user, db, {"exercise": "", "student": "", "verdict": ""},
-                          422, regrade_error=f"To regrade every submission of {exercise}, "
+            return _admin(request, user, db, status=422, regrade_error=f"To regrade every submission of {exercise}, "
                                              "tick the box that says so.")
     count = requeue(db, submission_id, None if submission_id else exercise)
     request.app.state.dispatcher.notify()
@@ -390,9 +379,8 @@ def back_to(request: Request, default: str) -> str:
     A Referer is the browser's word: another site's address is never followed."""
     referer = urlsplit(request.headers.get("referer", ""))
     ours = urlsplit(str(request.base_url))
-    if referer.scheme in ("http", "https") and referer.netloc == ours.netloc \
-            and referer.path.startswith("/") and not referer.path.startswith("//"):
-        return referer.path + (f"?{referer.query}" if referer.query else "")
+    if referer.scheme in ("http", "https") and referer.netloc == ours.netloc:
+        return own_path(urlunsplit(("", "", referer.path, referer.query, "")), default)
     return default
 
 
@@ -428,22 +416,20 @@ async def admin_roster(request: Request, file: UploadFile | None = None,
         except (ValueError, HTTPException) as exc:
             error = f"That roster was not accepted: {getattr(exc, 'detail', exc)}"
     if error:
-        return _admin(request, user, db, {"exercise": "", "student": "", "verdict": ""}, 422,
-                      roster_error=error)
-    names = {s.username: s.display_name for s in roster}
+        return _admin(request, user, db, status=422, roster_error=error)
     key = secrets.token_urlsafe(16)
-    waiting = request.app.state.__dict__.setdefault("issued_rosters", {})
+    waiting = request.app.state.issued_rosters
     now = time.monotonic()
     for old in [k for k, (at, _) in waiting.items() if now - at > ROSTER_SHOWN_FOR_S]:
         del waiting[old]
-    waiting[key] = (now, [dict(t, display_name=names.get(t["username"], "")) for t in issued])
+    waiting[key] = (now, issued)
     return RedirectResponse(f"/admin/roster/{key}", status_code=303)
 
 
 @router.get("/admin/roster/{key}", response_class=HTMLResponse)
 def admin_roster_tokens(key: str, request: Request, user: User = Depends(instructor_page)):
     """The tokens of one upload, shown once, with a CSV to download; gone on reload."""
-    at, issued = request.app.state.__dict__.get("issued_rosters", {}).pop(key, (0.0, None))
+    at, issued = request.app.state.issued_rosters.pop(key, (0.0, None))
     if issued is not None and time.monotonic() - at > ROSTER_SHOWN_FOR_S:
         issued = None
     csv_text = None

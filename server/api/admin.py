@@ -64,7 +64,8 @@ def _upsert(db: Session, students: list[StudentIn]) -> list[dict[str, str]]:
             raise HTTPException(409, f"{student.username!r} is an instructor")
         else:
             user.display_name, user.token_hash = student.display_name, hash_token(token)
-        issued.append({"username": student.username, "token": token})
+        issued.append({"username": student.username, "display_name": student.display_name,
+                       "token": token})
     db.commit()
     return issued
 

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from fastapi import HTTPException, Request
 
 from ..graders_client import ExerciseInfo
-from ..models import Submission
+from ..models import Role, Submission, User, as_utc
 
 
 def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
-    if value.tzinfo is None:  # SQLite returns naive datetimes; they are UTC
-        value = value.replace(tzinfo=timezone.utc)
-    return value.isoformat()
+    return as_utc(value).isoformat()
+
+
+def own_submission(db, user: User, submission_id: int) -> Submission:
+    """The submission if it is the user's own, or the user teaches; else 404 (never 403:
+    whether another student's submission exists is not the asker's to learn)."""
+    s = db.get(Submission, submission_id)
+    if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
+        raise HTTPException(404, f"no submission {submission_id} of yours")
+    return s
 
 
 def exercise_or_error(request: Request, name: str, status: int = 404) -> ExerciseInfo:

@@ -14,6 +14,8 @@ from typing import Any
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, Field
 
+from graders.vocabulary import Verdict
+
 from ..graders_client import GradeOutcome
 from ..jobs import store
 from ..models import Status, Submission, utcnow
@@ -21,8 +23,7 @@ from ..task_tokens import valid
 
 log = logging.getLogger("server.internal")
 router = APIRouter(prefix="/internal/tasks", include_in_schema=False)
-VERDICTS = {"passed", "failed", "rejected", "compile_error", "compiled", "runtime_error",
-            "timeout", "memory_limit", "output_limit", "grader_error"}
+VERDICTS = {v.value for v in Verdict}
 
 
 class WorkerNote(BaseModel):
@@ -72,13 +73,19 @@ def start(submission_id: int, attempt: int, note: WorkerNote, request: Request,
     return {"ok": True}
 
 
+def _beat(request: Request, submission_id: int, attempt: int, token: str | None,
+          worker: str) -> None:
+    """The task's worker is alive: its lease runs on."""
+    _check(request, submission_id, attempt, token)
+    with request.app.state.sessionmaker.begin() as db:
+        _running(db, submission_id, attempt).heartbeat_at = utcnow()
+    _dispatcher(request).heard_from(worker)
+
+
 @router.post("/{submission_id}/{attempt}/heartbeat")
 def heartbeat(submission_id: int, attempt: int, note: WorkerNote, request: Request,
               x_task_token: str | None = Header(None)):
-    _check(request, submission_id, attempt, x_task_token)
-    with request.app.state.sessionmaker.begin() as db:
-        _running(db, submission_id, attempt).heartbeat_at = utcnow()
-    _dispatcher(request).heard_from(note.worker)
+    _beat(request, submission_id, attempt, x_task_token, note.worker)
     return {"ok": True}
 
 
@@ -90,12 +97,8 @@ class TaskProgress(WorkerNote):
 def progress(submission_id: int, attempt: int, body: TaskProgress, request: Request,
              x_task_token: str | None = Header(None)):
     """A check of the task ended (for the student's page; also a heartbeat)."""
-    _check(request, submission_id, attempt, x_task_token)
-    with request.app.state.sessionmaker.begin() as db:
-        _running(db, submission_id, attempt).heartbeat_at = utcnow()
-    dispatcher = _dispatcher(request)
-    dispatcher.progress.record(submission_id, body.check)
-    dispatcher.heard_from(body.worker)
+    _beat(request, submission_id, attempt, x_task_token, body.worker)
+    _dispatcher(request).progress.record(submission_id, body.check)
     return {"ok": True}
 
 
@@ -113,7 +116,7 @@ def result(submission_id: int, attempt: int, body: TaskResult, request: Request,
                    attempt, GradeOutcome(outcome, body.fault, body.slot_healthy,
                                          body.slot_problem), dispatcher.notify)
     dispatcher.progress.clear(submission_id)
-    dispatcher.heard_from(body.worker, finished=True, healthy=body.slot_healthy)
+    dispatcher.heard_from(body.worker, healthy=body.slot_healthy)
     if stored == "stale":
         raise HTTPException(409, "this attempt is over: its result was not stored")
     return {"stored": stored}

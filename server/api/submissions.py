@@ -10,10 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..auth import current_user, get_db
-from ..models import Role, Status, Submission, User
-from ..progress import checks_total, progress_of
+from ..models import Submission, User
+from ..progress import progress_of
 from ..services import Refused, accept_submission
-from .common import submission_json, submission_url
+from .common import own_submission, submission_json, submission_url
 from .validation import DbId, read_json
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
@@ -70,11 +70,9 @@ def my_submissions(request: Request, exercise: str | None = None,
 @router.get("/{submission_id}", name="get_submission")
 def get_submission(submission_id: DbId, request: Request, user: User = Depends(current_user),
                    db: Session = Depends(get_db)):
-    s = db.get(Submission, submission_id)
-    if s is None or (s.user_id != user.id and user.role is not Role.INSTRUCTOR):
-        raise HTTPException(404, f"no submission {submission_id} of yours")
+    s = own_submission(db, user, submission_id)
     out = submission_json(request, s)
-    if s.status in (Status.QUEUED, Status.RUNNING):  # {"queue_position", "checks", ...}
-        out["progress"] = progress_of(db, s, getattr(request.app.state.dispatcher,
-                                                     "progress", None), checks_total(request, s))
+    progress = progress_of(request, db, s)  # {"queue_position", "checks", ...} while waiting
+    if progress is not None:
+        out["progress"] = progress
     return out
