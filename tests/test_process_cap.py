@@ -74,73 +74,63 @@ def _uid_processes() -> list[int]:
             for pid in jobuids.processes_of(uid)]
 
 
-def test_a_fork_bomb_beside_the_reference_is_contained_by_its_uid(no_cgroup, tmp_path):
-    launcher = default_launcher(sandbox=True, gpu_index=None)
+def _bomb_beside(device: Device, good: Path, tmp_path: Path, bomb_args: dict,
+                 good_args: dict, join_s: float):
+    """A fork bomb and a good file graded at once as job uids; both results, each with its
+    time, once the host has shown it can still fork while the bomb is at its cap."""
+    launcher = default_launcher(sandbox=True, gpu_index=0 if device is Device.CUDA else None)
     assert launcher.job_uids is not None  # no cgroup here: the uid path
-    (tmp_path / "bomb").mkdir()
-    (tmp_path / "good").mkdir()
-    bomb, good = tmp_path / "bomb" / "submission.py", tmp_path / "good" / "submission.py"
-    bomb.write_text(FORK_BOMB)
-    good.write_text(GOOD)
-    results = {}
-
-    def run(name, path):
-        started = time.monotonic()
-        results[name] = (grade(get_exercise("safe_softmax"), path, Device.CPU,
-                               launcher=launcher, timeout_s=60), time.monotonic() - started)
-
-    threads = [threading.Thread(target=run, args=("bomb", bomb)),
-               threading.Thread(target=run, args=("good", good))]
-    for t in threads:
-        t.start()
-    time.sleep(3)
-    # the host can still fork while the bomb is at its cap
-    assert subprocess.run(["true"], timeout=10).returncode == 0
-    for t in threads:
-        t.join(timeout=120)
-    (bomb_result, bomb_s), (good_result, _) = results["bomb"], results["good"]
-    print(f"\nfork bomb: {bomb_result.verdict.value} in {bomb_s:.1f} s: "
-          f"{bomb_result.message[:120]}\nreference beside it: {good_result.verdict.value}")
-    assert good_result.verdict is Verdict.PASSED, good_result.message
-    assert bomb_result.verdict in {Verdict.RUNTIME_ERROR, Verdict.REJECTED, Verdict.TIMEOUT}
-    assert bomb_s <= 60
-    assert _uid_processes() == [], "a job uid kept processes after its job"
-
-
-@pytest.mark.gpu
-def test_on_the_gpu_a_fork_bomb_beside_the_timed_reference_is_contained(no_cgroup, tmp_path):
-    """The H200 host: root, no delegated cgroup. Both gradings use the GPU, as in a class."""
-    launcher = default_launcher(sandbox=True, gpu_index=0)
-    assert launcher.job_uids is not None
-    reference = REPO / "reference_solutions" / "safe_softmax" / "solution.py"
     (tmp_path / "bomb").mkdir()
     bomb = tmp_path / "bomb" / "submission.py"
     bomb.write_text(FORK_BOMB)
     results = {}
 
-    def run(name, path, timed):
+    def run(name, path, kwargs):
         started = time.monotonic()
-        results[name] = (grade(get_exercise("safe_softmax"), path, Device.CUDA,
-                               launcher=launcher, performance=timed),
-                         time.monotonic() - started)
+        results[name] = (grade(get_exercise("safe_softmax"), path, device, launcher=launcher,
+                               **kwargs), time.monotonic() - started)
 
-    threads = [threading.Thread(target=run, args=("bomb", bomb, False)),
-               threading.Thread(target=run, args=("good", reference, True))]
+    threads = [threading.Thread(target=run, args=("bomb", bomb, bomb_args)),
+               threading.Thread(target=run, args=("good", good, good_args))]
     for t in threads:
         t.start()
     time.sleep(3)
     assert subprocess.run(["true"], timeout=10).returncode == 0
     for t in threads:
-        t.join(timeout=300)
-    (bomb_result, bomb_s), (good_result, good_s) = results["bomb"], results["good"]
-    print(f"\nfork bomb on cuda: {bomb_result.verdict.value} in {bomb_s:.1f} s: "
-          f"{bomb_result.message[:160]}\nreference beside it on cuda, timed: "
-          f"{good_result.verdict.value} {good_result.score}/{good_result.max_score} "
-          f"in {good_s:.1f} s")
+        t.join(timeout=join_s)
+    return results["bomb"], results["good"]
+
+
+def _assert_contained(bomb_result, bomb_s, good_result) -> None:
     assert good_result.verdict is Verdict.PASSED, good_result.message
     assert bomb_result.verdict in {Verdict.RUNTIME_ERROR, Verdict.REJECTED, Verdict.TIMEOUT}
     assert bomb_s <= 60
     assert _uid_processes() == [], "a job uid kept processes after its job"
+
+
+def test_a_fork_bomb_beside_the_reference_is_contained_by_its_uid(no_cgroup, tmp_path):
+    (tmp_path / "good").mkdir()
+    good = tmp_path / "good" / "submission.py"
+    good.write_text(GOOD)
+    (bomb_result, bomb_s), (good_result, _) = _bomb_beside(
+        Device.CPU, good, tmp_path, {"timeout_s": 60}, {"timeout_s": 60}, join_s=120)
+    print(f"\nfork bomb: {bomb_result.verdict.value} in {bomb_s:.1f} s: "
+          f"{bomb_result.message[:120]}\nreference beside it: {good_result.verdict.value}")
+    _assert_contained(bomb_result, bomb_s, good_result)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_fork_bomb_beside_the_timed_reference_is_contained(no_cgroup, tmp_path):
+    """The H200 host: root, no delegated cgroup. Both gradings use the GPU, as in a class."""
+    reference = REPO / "reference_solutions" / "safe_softmax" / "solution.py"
+    (bomb_result, bomb_s), (good_result, good_s) = _bomb_beside(
+        Device.CUDA, reference, tmp_path, {"performance": False}, {"performance": True},
+        join_s=300)
+    print(f"\nfork bomb on cuda: {bomb_result.verdict.value} in {bomb_s:.1f} s: "
+          f"{bomb_result.message[:160]}\nreference beside it on cuda, timed: "
+          f"{good_result.verdict.value} {good_result.score}/{good_result.max_score} "
+          f"in {good_s:.1f} s")
+    _assert_contained(bomb_result, bomb_s, good_result)
 
 
 def test_a_zombie_of_a_job_uid_is_not_waited_for(no_cgroup):

@@ -310,18 +310,22 @@ def test_real_grader_end_to_end(tmp_path):
         assert [e["display_name"] for e in board] == ["Ada", "Bob"]
 
 
-def _graded(db, username: str, score: float, exercise: str = "safe_softmax") -> int:
-    """A student with one graded submission, straight into the database."""
+def _graded(db, username: str, score: float, exercise: str = "safe_softmax",
+            result: dict | None = None, **fields) -> int:
+    """A graded submission of ``username``, straight into the database: ``result`` is the
+    grader's JSON (a plain pass by default); ``fields`` set the submission's own columns."""
     from server.models import Status, User
 
+    result = result or {"verdict": "passed", "score": score}
     user = db.scalar(select(User).where(User.username == username))
-    s = Submission(user_id=user.id, exercise=exercise, language="triton", filename="k.py",
-                   source=PASS, status=Status.GRADED, attempts=1, late=False,
-                   verdict="passed", score=score)
+    s = Submission(**{"user_id": user.id, "exercise": exercise, "language": "triton",
+                      "filename": "k.py", "source": PASS, "status": Status.GRADED,
+                      "attempts": 1, "late": False, "verdict": result["verdict"],
+                      "score": score, **fields})
     db.add(s)
     db.flush()
-    db.add(GradeRun(submission_id=s.id, verdict="passed", score=score,
-                    result={"verdict": "passed", "score": score}, grader_version="test"))
+    db.add(GradeRun(submission_id=s.id, verdict=result["verdict"], score=score, result=result,
+                    grader_version="test"))
     return s.id
 
 
@@ -378,18 +382,13 @@ def test_the_late_policy_decides_the_board_and_the_csv_alike(tmp_path, policy, b
                                                                csv_scores):
     """Issue 14, item 5: a late 100 beat an on-time 70. LATE_POLICY now decides, the same
     way on the leaderboard, in its API and in the grades CSV."""
-    from server.models import Status, User
-
     with running(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher=NoDispatch(),
                  late_policy=policy) as client:
         add_students(client, "ada", "bob", "cy")
         with client.app.state.sessionmaker.begin() as db:
             for name, score, late in (("ada", 70.0, False), ("ada", 100.0, True),
                                       ("bob", 90.0, True), ("cy", 80.0, False)):
-                user = db.scalar(select(User).where(User.username == name))
-                db.add(Submission(user_id=user.id, exercise="safe_softmax", language="triton",
-                                  filename="k.py", source=PASS, status=Status.GRADED,
-                                  attempts=1, late=late, verdict="passed", score=score))
+                _graded(db, name, score, late=late)
         answer = client.get("/api/leaderboard/safe_softmax").json()
         got = [(e["display_name"], e["score"]) for e in answer["entries"]]
         assert got == board

@@ -3,12 +3,9 @@
 import json
 import re
 
-from sqlalchemy import select
-
 from conftest import REPO
 from server.auth import COOKIE
-from server.models import GradeRun, Status, Submission, User
-from test_server_api import ADMIN, add_students, running
+from test_server_api import ADMIN, _graded, add_students, running
 
 GPU_RESULT = {
     "exercise": "safe_softmax", "language": "triton", "device": "cuda",
@@ -30,17 +27,8 @@ def test_pages_need_a_session_and_keep_submissions_private(tmp_path):
         assert client.get("/exercises").status_code == 200  # public
         assert client.get("/leaderboard/safe_softmax").status_code == 200  # public
 
-        with client.app.state.sessionmaker() as db:
-            ada = db.scalar(select(User).where(User.username == "ada"))
-            s = Submission(user_id=ada.id, exercise="safe_softmax", language="triton",
-                           filename="k.py", source="secret source", status=Status.GRADED,
-                           attempts=1, verdict="passed", score=100.0)
-            db.add(s)
-            db.flush()
-            db.add(GradeRun(submission_id=s.id, verdict="passed", score=100.0, result=GPU_RESULT,
-                            grader_version="test"))
-            db.commit()
-            sid = s.id
+        with client.app.state.sessionmaker.begin() as db:
+            sid = _graded(db, "ada", 100.0, result=GPU_RESULT, source="secret source")
 
         sign_in(client, tokens["eve"])
         other = client.get(f"/submissions/{sid}")
@@ -126,17 +114,8 @@ def test_a_student_sees_that_a_flagged_submission_does_not_count(tmp_path):
 
     with running(f"sqlite:///{tmp_path / 'db'}") as client:
         token = add_students(client, "ada")["ada"]
-        with client.app.state.sessionmaker() as db:
-            ada = db.scalar(select(User).where(User.username == "ada"))
-            s = Submission(user_id=ada.id, exercise="safe_softmax", language="triton",
-                           filename="k.py", source="x", status=Status.GRADED, attempts=1,
-                           verdict="passed", score=100.0, flag=Flag.SUSPICIOUS)
-            db.add(s)
-            db.flush()
-            db.add(GradeRun(submission_id=s.id, verdict="passed", score=100.0,
-                            result=GPU_RESULT, grader_version="test"))
-            db.commit()
-            sid = s.id
+        with client.app.state.sessionmaker.begin() as db:
+            sid = _graded(db, "ada", 100.0, result=GPU_RESULT, flag=Flag.SUSPICIOUS)
         sign_in(client, token)
         page = client.get(f"/submissions/{sid}").text
         assert "Flagged suspicious by an instructor" in page
@@ -164,17 +143,8 @@ def test_a_failed_result_opens_with_a_summary_line(tmp_path):
                   message="2 of 8 checks failed: poisoned_row, underflow")
     with running(f"sqlite:///{tmp_path / 'db'}") as client:
         token = add_students(client, "ada")["ada"]
-        with client.app.state.sessionmaker() as db:
-            ada = db.scalar(select(User).where(User.username == "ada"))
-            s = Submission(user_id=ada.id, exercise="safe_softmax", language="triton",
-                           filename="k.py", source="x", status=Status.GRADED, attempts=1,
-                           verdict="failed", score=70.0)
-            db.add(s)
-            db.flush()
-            db.add(GradeRun(submission_id=s.id, verdict="failed", score=70.0, result=failed,
-                            grader_version="test"))
-            db.commit()
-            sid = s.id
+        with client.app.state.sessionmaker.begin() as db:
+            sid = _graded(db, "ada", 70.0, result=failed)
         sign_in(client, token)
         page = client.get(f"/submissions/{sid}").text
         assert '<p class="summary">2 of 8 checks failed: poisoned_row, underflow</p>' in page

@@ -77,6 +77,13 @@ def sign_in(browser, base, token, viewport=None):
     return page
 
 
+def _verdict_once_graded(page, base) -> str:
+    """After a submit: the submission's page, then its verdict once it is graded."""
+    page.wait_for_url(f"{base}/submissions/*")
+    page.locator("#verdict").wait_for(timeout=180_000)
+    return page.locator("#verdict").inner_text()
+
+
 def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     base = server
     # the sign-in page, and a wrong token
@@ -148,9 +155,7 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     mutant = REPO / "reference_solutions/safe_softmax/mutants/naive_unsafe_exp.py"
     student.get_by_label("…or upload a file").set_input_files(str(mutant))
     student.get_by_role("button", name="Submit for grading").click()
-    student.wait_for_url(f"{base}/submissions/*")
-    student.locator("#verdict").wait_for(timeout=180_000)
-    assert student.locator("#verdict").inner_text() == "failed"
+    assert _verdict_once_graded(student, base) == "failed"
     failing = student.locator("tr.bad th", has_text="poisoned_row")
     assert failing.is_visible()
     assert "subtract the row max before exp" in student.locator(".check-message").first.inner_text()
@@ -167,9 +172,7 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     assert '__global__ void softmax(' in student.get_by_label("Your code").input_value()
     shot(student, "exercise-hip")
     student.get_by_role("button", name="Submit for grading").click()
-    student.wait_for_url(f"{base}/submissions/*")
-    student.locator("#verdict").wait_for(timeout=180_000)
-    assert student.locator("#verdict").inner_text() == "compiled"
+    assert _verdict_once_graded(student, base) == "compiled"
     assert "without a GPU nothing was run" in student.locator("main").inner_text()
     assert student.get_by_role("row", name="random_rows").is_visible()  # listed, not run
     assert "submission.hip · hip" in student.locator("p.meta").first.inner_text()
@@ -329,8 +332,7 @@ def test_the_submit_form_by_keyboard_alone_and_a_hip_upload(server, browser, tmp
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Submit for grading"
     page.keyboard.press("Enter")
-    page.wait_for_url(f"{base}/submissions/*")
-    page.locator("#verdict").wait_for(timeout=180_000)
+    _verdict_once_graded(page, base)
     shot(page, "keyboard-submitted")
 
     # a .hip file, the picker left on triton: graded as HIP (compiled without a GPU)
@@ -339,8 +341,6 @@ def test_the_submit_form_by_keyboard_alone_and_a_hip_upload(server, browser, tmp
     hip = REPO / "reference_solutions/safe_softmax/solution.hip"
     page.get_by_label("…or upload a file").set_input_files(str(hip))
     page.get_by_role("button", name="Submit for grading").click()
-    page.wait_for_url(f"{base}/submissions/*")
-    page.locator("#verdict").wait_for(timeout=180_000)
-    assert page.locator("#verdict").inner_text() == "compiled"
+    assert _verdict_once_graded(page, base) == "compiled"
     assert "· hip" in page.locator("p.meta").first.inner_text()
     shot(page, "hip-upload-picker-on-triton")
