@@ -88,6 +88,10 @@ def resolve_device(device: Device) -> Device:
 
 MAX_OVERRUNS = 2  # a second call past its budget ends the run as `timeout`
 LOAD_BUDGET_S = 60.0  # importing (or, for HIP, compiling) the submission
+# A lane beyond the first joins when a runner becomes ready, while this many checks (or
+# parts of one) still wait: a runner taken costs a replacement, worth it for two at least.
+JOIN_MIN_PARTS = 2
+JOIN_POLL_S = 0.5
 
 
 def default_lanes(device: Device) -> int:
@@ -238,16 +242,19 @@ class Grader:
             return  # null bytes, nesting too deep: the runner's import reports it
 
     # -- runners --------------------------------------------------------------------------
-    def _open_lane(self, result: GradeResult, extra: bool = False) -> _Lane | None:
+    def _open_lane(self, result: GradeResult, extra: bool = False,
+                   wait_s: float = 0.0) -> _Lane | None:
         """A ready runner, armed with the run's deadline, with the submission loaded.
-        ``extra``: a lane beyond the first takes only a runner that is ready now (None
-        if there is none); starting one cold would take longer than the checks."""
-        ready = self.pool.take_ready() if extra and self.pool.warm else self.pool.take()
+        ``extra``: a lane beyond the first takes only a runner that is ready now or within
+        ``wait_s`` (None if there is none); starting one cold would take longer than the
+        checks."""
+        ready = self.pool.take_ready(wait_s) if extra and self.pool.warm else self.pool.take()
         if ready is None:
             return None
         process = ready.process
         with self._lock:
             self._open.append(process)
+            result.phases["runners"] = result.phases.get("runners", 0) + 1
             stopped = self._stop is not None
         if stopped:
             raise _LaneStopped()
@@ -359,10 +366,12 @@ class Grader:
         def work(number: int) -> None:
             lane: _Lane | None = None
             try:
-                if number:  # lanes beyond the first run only on runners that are ready
-                    lane = self._open_lane(result, extra=True)
-                    if lane is None:
-                        return
+                if number:  # lanes beyond the first run only on runners that are ready,
+                    while lane is None:  # or become ready while enough checks still wait
+                        with self._lock:
+                            if self._stop is not None or len(todo) < JOIN_MIN_PARTS:
+                                return
+                        lane = self._open_lane(result, extra=True, wait_s=JOIN_POLL_S)
                 with self._lock:
                     warm, warm_first[0] = warm_first[0], False
                 if warm:

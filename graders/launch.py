@@ -86,6 +86,7 @@ class Launcher(Protocol):
     sandboxed: bool
     limits: Limits
     gpu_index: int | None
+    seed_cache: Path | None  # the grader's read-only Triton cache to copy (graders.seed_cache)
 
     def command(self, job: RunnerJob) -> tuple[list[str], dict[str, str]]: ...
 
@@ -309,6 +310,12 @@ class _Spawner:
 _spawn = _Spawner().popen
 
 
+def runner_env() -> dict[str, str]:
+    """What a runner inherits of the grader's environment, before its launcher adds its own."""
+    return {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ} | {
+        "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def start_runner(device: str, timeout_s: float, launcher: Launcher,
                  python: str | None = None) -> RunnerProcess:
     """Start a runner for one submission, not yet known. ``timeout_s`` bounds its CPU
@@ -320,8 +327,7 @@ def start_runner(device: str, timeout_s: float, launcher: Launcher,
     job = RunnerJob(
         python=python or sys.executable, device=device,
         fds=(to_runner_r, from_runner_w), workdir=Path(workdir.name),
-        env={k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
-        | {"PYTHONDONTWRITEBYTECODE": "1"},
+        env=runner_env(),
     )
     job.inbox.mkdir()
     os.chmod(job.workdir, 0o755)

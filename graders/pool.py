@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from .arrays import from_f64
-from .launch import Launcher, RunnerProcess, start_runner
+from .launch import Launcher, RunnerProcess, runner_env, start_runner
+from .seed_cache import make_seed_cache, remove_seed_cache
 from .session import RunStopped, Session
 from .vocabulary import Device, Verdict
 
@@ -80,6 +81,7 @@ class ReadyRunner:
     hello: dict[str, Any]
     prepare_s: float  # how long starting and proving it took
     phases: dict[str, float] = field(default_factory=dict)
+    seed_cache: str = "none"  # what the runner said of the slot's seed cache (graders.seed_cache)
 
 
 KNOWN_SHAPE = (5, 300)  # the runner compiles its known-answer kernel for it ahead ("warm")
@@ -117,6 +119,7 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
         hello_s = time.monotonic() - started
         warmed = session.request({"op": "warm", "known_shape": list(KNOWN_SHAPE)},
                                  during="while warming up", trusted=True).header
+        seed = warmed.get("seed", "none")
         if warmed.get("compile_ahead"):
             log.warning("the known-answer kernel did not compile ahead (it compiles at its "
                         "launch instead): %s", warmed["compile_ahead"])
@@ -133,12 +136,13 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
         raise stop
     runner.disarm()
     total = time.monotonic() - started
-    log.info("runner ready in %.2f s: started %.2f, warmed %.2f, known answer %.2f (%.2f of it "
-             "past the GPU gate)", total, hello_s, warm_s, total - hello_s - warm_s, gpu_s)
+    log.info("runner ready in %.2f s: started %.2f, warmed %.2f (seed cache: %s), known answer "
+             "%.2f (%.2f of it past the GPU gate)", total, hello_s, warm_s, seed,
+             total - hello_s - warm_s, gpu_s)
     return ReadyRunner(runner, dict(hello), total,
                        {"runner_start_s": round(hello_s, 3), "warm_s": round(warm_s, 3),
                         "known_answer_s": round(total - hello_s - warm_s, 3),
-                        "known_answer_gpu_s": round(gpu_s, 3)})
+                        "known_answer_gpu_s": round(gpu_s, 3)}, seed_cache=str(seed))
 
 
 class RunnerPool:
@@ -158,9 +162,31 @@ class RunnerPool:
         self._closed = False
         self._failures = 0
         self._cond = threading.Condition()
+        self._seeding: threading.Thread | None = None
+
+    def _seed(self) -> None:
+        """Make the slot's seed cache (graders.seed_cache); runners started from then on
+        copy it instead of compiling the known-answer kernel."""
+        cache = make_seed_cache(KNOWN_SHAPE, self.launcher.gpu_index, runner_env())
+        with self._cond:
+            if self._closed:
+                remove_seed_cache(cache)
+            else:
+                self.launcher.seed_cache = cache
+
+    def seed_cache(self, timeout_s: float = PREPARE_TIMEOUT_S):
+        """The seed cache once it is made (None if there is none, or not yet)."""
+        if self._seeding is not None:
+            self._seeding.join(timeout_s)
+        return getattr(self.launcher, "seed_cache", None)
 
     def fill(self) -> None:
         """Start preparing runners until ``warm`` are ready or being prepared."""
+        if (self._seeding is None and self.warm and self.device is Device.CUDA
+                and hasattr(self.launcher, "seed_cache")):
+            # only a slot that keeps runners ready gains: a one-shot grading would wait
+            self._seeding = threading.Thread(target=self._seed, daemon=True, name="seed-cache")
+            self._seeding.start()
         with self._cond:
             want = self.warm - len(self._ready) - self._preparing
             if self._closed or want <= 0 or self._failures >= 3:
@@ -186,9 +212,12 @@ class RunnerPool:
         if ready is not None and self._closed:
             ready.process.close()
 
-    def take_ready(self) -> ReadyRunner | None:
-        """A runner that is ready now, or None: never waits, never starts one."""
+    def take_ready(self, wait_s: float = 0.0) -> ReadyRunner | None:
+        """A runner that is ready now or within ``wait_s``, or None; never starts one."""
+        deadline = time.monotonic() + wait_s
         with self._cond:
+            while not self._ready and time.monotonic() < deadline:
+                self._cond.wait(timeout=deadline - time.monotonic())
             ready = self._ready.pop(0) if self._ready else None
         if ready is not None:
             ready.phases = {"runner_start_s": 0.0, "known_answer_s": 0.0}  # done ahead
@@ -221,5 +250,9 @@ class RunnerPool:
         with self._cond:
             self._closed = True
             ready, self._ready = self._ready, []
+            cache = getattr(self.launcher, "seed_cache", None)
+            if cache is not None:
+                self.launcher.seed_cache = None
         for r in ready:
             r.process.close()
+        remove_seed_cache(cache)

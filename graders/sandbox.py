@@ -31,11 +31,13 @@ from pathlib import Path
 from . import jobuids
 from .cgroups import cgroups_disabled, cgroups_usable
 from .jobuids import JobUids
+from .seed_cache import SEED_CACHE_ENV
 
 log = logging.getLogger(__name__)
 SANDBOX_ROOT = "/grader"  # the graders package, read-only
 SANDBOX_INBOX = "/sandbox"  # the runner's inbox, read-only: the submission arrives here
 SANDBOX_TMP = "/tmp"
+SANDBOX_SEED_CACHE = f"{SANDBOX_ROOT}/seed-cache"  # the grader's own kernel, compiled (read-only)
 
 INSTALL_HINT = (
     "bubblewrap (bwrap) is not installed, and the grader never runs untrusted code without its "
@@ -197,6 +199,7 @@ class BwrapLauncher:
         self.flags = _probe(self.bwrap)
         self.gpu_index = gpu_index
         self.limits = limits or Limits()
+        self.seed_cache: Path | None = None
         # None: job cgroups cap processes; else each runner runs as a uid of its own
         self.job_uids: JobUids | None = _process_cap(self)
 
@@ -228,6 +231,9 @@ class BwrapLauncher:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
+        if self.seed_cache is not None:
+            args += ["--ro-bind", str(self.seed_cache), SANDBOX_SEED_CACHE]
+            env[SEED_CACHE_ENV] = SANDBOX_SEED_CACHE
         return args, env
 
     def inbox_path(self, job: "RunnerJob", filename: str) -> str:  # noqa: F821
@@ -245,6 +251,7 @@ class DirectLauncher:
     def __init__(self, gpu_index: int | None = None, limits: Limits | None = None):
         self.gpu_index = gpu_index
         self.limits = limits or Limits()
+        self.seed_cache: Path | None = None
 
     def command(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
         from .registry import REPO_ROOT
@@ -255,6 +262,8 @@ class DirectLauncher:
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+        if self.seed_cache is not None:
+            env[SEED_CACHE_ENV] = str(self.seed_cache)
         return job.runner_argv(str(REPO_ROOT)), env
 
     def inbox_path(self, job: "RunnerJob", filename: str) -> str:  # noqa: F821

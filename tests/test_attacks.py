@@ -234,3 +234,39 @@ def test_runner_environment_holds_no_secrets(slot, tmp_path, monkeypatch):
     result = slot.grade(get_exercise("safe_softmax"), path, timeout_s=LIMIT_S)
     assert result.verdict is Verdict.RUNTIME_ERROR
     assert "SECRET" not in result.message and "'HOME': '/tmp'" in result.message
+
+
+def test_the_seed_cache_is_read_only_and_the_runner_is_told_where(slot, tmp_path):
+    """The grader's seed cache (graders.seed_cache) is bound into every runner: a
+    submission may read it (it holds only the grader's own kernel) but can neither
+    change nor add to it, so it carries nothing from one student to another."""
+    seed = tmp_path / "seed"
+    (seed / "KEY").mkdir(parents=True)
+    (seed / "KEY" / "kernel.cubin").write_text("grader's")
+    body = _indent("""
+import os
+where = os.environ.get("GRADER_SEED_CACHE", "")
+tried = []
+for act in (lambda: open(where + "/KEY/kernel.cubin", "w").write("x"),
+            lambda: os.remove(where + "/KEY/kernel.cubin"),
+            lambda: open(where + "/evil", "w").write("x"),
+            lambda: os.mkdir(where + "/NEW")):
+    try:
+        act()
+        tried.append("wrote")
+    except OSError as exc:
+        tried.append(type(exc).__name__)
+raise RuntimeError(f"seed at {where}: {tried} read {open(where + '/KEY/kernel.cubin').read()!r}")
+""")
+    path = tmp_path / "seed_attack.py"
+    path.write_text(_in_call(body))
+    slot.launcher.seed_cache = seed
+    try:
+        result = slot.grade(get_exercise("safe_softmax"), path, timeout_s=LIMIT_S)
+    finally:
+        slot.launcher.seed_cache = None
+    assert result.verdict is Verdict.RUNTIME_ERROR, result.message
+    assert "seed at /grader/seed-cache:" in result.message, result.message
+    assert "wrote" not in result.message and "read \"grader's\"" in result.message
+    assert sorted(p.name for p in seed.rglob("*")) == ["KEY", "kernel.cubin"]
+    assert (seed / "KEY" / "kernel.cubin").read_text() == "grader's"

@@ -212,3 +212,21 @@ def test_endless_kernel_times_out_within_a_minute_and_the_next_grading_passes(tm
           f"{after.duration_s} s")
     assert after.verdict is Verdict.PASSED
     slot.close()
+
+
+def test_runners_made_after_the_seed_cache_compile_nothing_of_their_own():
+    """The slot compiles its known-answer kernel once (graders.seed_cache); runners made
+    after that copy it and find the kernel compiled ("hit"), and still prove it right."""
+    warm = Slot("gpu-seed", Device.CUDA, gpu_index=0, warm=1)
+    try:
+        assert warm.pool.seed_cache() is not None, "the seed cache was not made"
+        first = warm.pool.take()  # possibly made before the seed existed
+        first.process.close()
+        later = warm.pool.take_ready(wait_s=120)
+        assert later is not None
+        print(f"\nrunner after the seed: seed cache {later.seed_cache}, ready in "
+              f"{later.prepare_s:.2f} s")
+        assert later.seed_cache == "hit"
+        later.process.close()
+    finally:
+        warm.close()

@@ -389,3 +389,63 @@ def test_the_cli_prints_a_line_per_check_on_a_terminal_and_nothing_extra_when_pi
     assert any("FAIL  poisoned_row" in line for line in progress)
     piped = run_cli("grade", "safe_softmax", ref, "--device", "cpu")
     assert " s]" not in piped.stdout and "grading " not in piped.stdout
+
+
+# -- runners made ready: the seed cache, and lanes that join late --------------------------
+
+def test_a_lane_can_take_a_runner_that_becomes_ready_while_it_waits():
+    """A grading's extra lanes join when a runner being made becomes ready, instead of
+    giving up at once; with nothing on the way, the wait ends empty-handed."""
+    from graders.pool import RunnerPool
+
+    pool = RunnerPool(Device.CPU, FakeRunnerLauncher("uniform"), warm=1)
+    try:
+        assert pool.take_ready() is None  # nothing made yet
+        pool.fill()
+        ready = pool.take_ready(wait_s=60)
+        assert ready is not None and ready.hello["device_name"] == "fake"
+        ready.process.close()
+        pool.warm = 0
+        pool.wait_idle()
+        while (extra := pool.take_ready()) is not None:
+            extra.process.close()
+        started = time.monotonic()
+        assert pool.take_ready(wait_s=0.3) is None
+        assert 0.25 < time.monotonic() - started < 5
+    finally:
+        pool.close()
+
+
+def test_the_seed_cache_is_hit_copied_or_missed_as_the_runner_says(tmp_path, monkeypatch):
+    """A runner copies the grader's seed into its own Triton cache and compiles; it says
+    "hit" only when the compile added nothing, so a stale seed shows as "miss"."""
+    from graders.runner import known_answer
+
+    seed, cache = tmp_path / "seed", tmp_path / "cache"
+    (seed / "KEY").mkdir(parents=True)
+    (seed / "KEY" / "_row_logsumexp.cubin").write_text("compiled by the grader")
+
+    def compile_into_cache(key):
+        def fake_compile(rows, cols):
+            (cache / key).mkdir(parents=True, exist_ok=True)
+        return fake_compile
+
+    monkeypatch.setattr(known_answer, "compile_ahead", compile_into_cache("KEY"))
+    assert known_answer.compile_from_seed(5, 300, str(seed), str(cache))["seed"] == "hit"
+    assert (cache / "KEY" / "_row_logsumexp.cubin").read_text() == "compiled by the grader"
+    monkeypatch.setattr(known_answer, "compile_ahead", compile_into_cache("OTHER"))
+    assert known_answer.compile_from_seed(5, 300, str(seed), str(cache))["seed"] == "miss"
+    assert known_answer.compile_from_seed(5, 300, None, str(tmp_path / "c2"))["seed"] == "none"
+    assert known_answer.compile_from_seed(5, 300, str(tmp_path / "gone"), str(cache))["seed"] \
+        == "none"
+
+
+def test_without_a_gpu_no_seed_cache_is_made_and_runners_compile_as_before():
+    """The seed is made by a process of its own; where it cannot compile (here: no GPU
+    for Triton's warmup) the slot has none and says so, and nothing is left behind."""
+    from graders.launch import runner_env
+    from graders.seed_cache import make_seed_cache
+
+    before = set(Path("/tmp").glob("graders-seed-*"))
+    assert make_seed_cache((5, 300), None, runner_env()) is None
+    assert set(Path("/tmp").glob("graders-seed-*")) == before

@@ -40,21 +40,21 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
 class Topology:
     """The processes of docker/compose.yaml, run natively."""
 
-    def __init__(self, database_url: str, tmp):
-        self.tmp = tmp
+    def __init__(self, database_url: str, tmp, device: str = "cpu"):
+        self.tmp, self.device = tmp, device
         self.redis_port, self.port = free_port(), free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         broker = f"redis://127.0.0.1:{self.redis_port}/0"
         clean = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "ADMIN_TOKEN")}
         self.server_env = dict(clean, DATABASE_URL=database_url, ADMIN_TOKEN=ADMIN,
-                               DISPATCHER="celery", BROKER_URL=broker, GRADER_QUEUE="cpu",
-                               TASK_SECRET=SECRET, GRADER_DEVICE="cpu",
+                               DISPATCHER="celery", BROKER_URL=broker, GRADER_QUEUE=device,
+                               TASK_SECRET=SECRET, GRADER_DEVICE=device,
                                MAX_IN_FLIGHT_PER_STUDENT=str(EACH),
                                SUBMISSIONS_PER_HOUR="1000", MAX_QUEUE_DEPTH="1000",
                                PUBLISH_TIMEOUT_S="15", HEARTBEAT_TIMEOUT_S="10")
         # a worker's environment: the broker, the server's URL, its device; no credentials
         self.worker_env = dict(clean, BROKER_URL=broker, SERVER_URL=self.base,
-                               GRADER_DEVICE="cpu")
+                               GRADER_DEVICE=device)
         self.redis = self.server = None
         self.workers: dict[str, subprocess.Popen] = {}
 
@@ -77,13 +77,15 @@ class Topology:
                 time.sleep(0.2)
         raise AssertionError("the server did not start")
 
-    def start_worker(self, name: str) -> None:
+    def start_worker(self, name: str, gpu_index: int | None = None) -> None:
+        env = dict(self.worker_env, WORKER_NAME=name)
+        if gpu_index is not None:
+            env["GRADER_GPU_INDEX"] = str(gpu_index)
         self.workers[name] = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "graders.remote_worker", "worker",
-             "--pool", "solo", "-Q", "cpu", "-n", f"{name}@%h", "--without-gossip",
+             "--pool", "solo", "-Q", self.device, "-n", f"{name}@%h", "--without-gossip",
              "--without-mingle", "-l", "INFO"],
-            cwd=REPO, env=dict(self.worker_env, WORKER_NAME=name), stdout=self._log(name),
-            stderr=subprocess.STDOUT)
+            cwd=REPO, env=env, stdout=self._log(name), stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
         for proc in [*self.workers.values(), self.server, self.redis]:

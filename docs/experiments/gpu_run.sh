@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The H200 runs behind issue 11's figures (docs/benchmarks.md, docs/verification.md).
 # Usage on the device machine, from the repo root: bash docs/experiments/gpu_run.sh PART
-# PART (one or more): latency | calibrate | tests | load. Results go to $OUT (or ./gpu-out).
+# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13). Results go to $OUT (or ./gpu-out).
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-# bubblewrap from Debian 12's .deb files, carried in .debs/ (the GPU image has none)
+# bubblewrap (and redis-server, for workers) from Debian 12's .deb files, carried in .debs/
+# (the GPU image has neither)
 if ! command -v bwrap >/dev/null && ls .debs/*.deb >/dev/null 2>&1; then
   for f in .debs/*.deb; do dpkg -x "$f" /tmp/bw; done
   export PATH=/tmp/bw/usr/bin:$PATH
@@ -40,4 +41,7 @@ for part in "$@"; do case "$part" in
       ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee -a "$OUT/test_gpu.log" ;;
   load)
     timeout ${LOAD_TIMEOUT:-580} python3 -m graders bench --load --device cuda --out "$OUT/load.md" 2>&1 | tee "$OUT/load.log" ;;
+  workers)
+    timeout ${WORKERS_TIMEOUT:-580} python3 docs/experiments/workers_bench.py --device cuda --database sqlite \
+      --batch ${WORKERS_BATCH:-24} --settle 40 2>&1 | tee "$OUT/workers.log" ;;
 esac; done

@@ -1,9 +1,11 @@
-"""Two CPU workers against one, on the same batch (issue 13's benchmark, not a test).
+"""Two workers against one, on the same batch (issue 13's benchmark, not a test).
 
     .venv/bin/python docs/experiments/workers_bench.py [--batch 16] [--warm N]
+    python3 docs/experiments/workers_bench.py --device cuda --database sqlite  # 2 GPUs
 
-Starts the topology of tests/test_topology.py (throwaway PostgreSQL, redis-server, the
-server with DISPATCHER=celery, N CPU workers, the compose commands), sends a fixed batch of
+Starts the topology of tests/test_topology.py (a throwaway PostgreSQL or a SQLite file,
+redis-server, the server with DISPATCHER=celery, N workers, the compose commands; on
+cuda worker i grades on GPU i), sends a fixed batch of
 real gradings (the safe-softmax reference and its mutants, one student each) at once,
 and times from the first submission to the last stored result; once with one worker,
 once with two. Prints a Markdown table for docs/benchmarks.md.
@@ -17,6 +19,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -31,17 +34,19 @@ from test_topology import ADMIN, Topology  # noqa: E402
 FILES = sorted((REPO / "reference_solutions" / "safe_softmax").glob("**/*.py"))
 
 
-def run(pg: ThrowawayPostgres, workers: int, batch: int, warm: str | None) -> dict:
+def run(pg: ThrowawayPostgres | None, workers: int, batch: int, warm: str | None,
+        device: str, settle_s: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="workers-bench-") as tmp:
-        top = Topology(pg.new_database(), Path(tmp))
+        database = pg.new_database() if pg else f"sqlite:///{tmp}/bench.db"
+        top = Topology(database, Path(tmp), device=device)
         if warm is not None:
             top.worker_env["GRADER_WARM"] = warm
         try:
             top.start_redis()
             top.start_server()
             for i in range(workers):
-                top.start_worker(f"w{i + 1}")
-            time.sleep(20)  # the workers' slots make their runners ready
+                top.start_worker(f"w{i + 1}", gpu_index=i if device == "cuda" else None)
+            time.sleep(settle_s)  # the workers' slots make their runners ready
             admin = {"Authorization": f"Bearer {ADMIN}"}
             roster = httpx.post(f"{top.base}/api/admin/students", headers=admin, timeout=30,
                                 json={"students": [{"username": f"b{i:02d}", "display_name": "B"}
@@ -56,14 +61,17 @@ def run(pg: ThrowawayPostgres, workers: int, batch: int, warm: str | None) -> di
                                      "source": source})
                 sent.append((student["token"], r.json()["id"]))
             pending = dict(sent)
+            verdicts: Counter = Counter()
             while pending:
                 for token, sid in list(pending.items()):
                     status = httpx.get(f"{top.base}/api/submissions/{sid}", timeout=30,
                                        headers={"Authorization": f"Bearer {token}"}).json()
                     if status["status"] in ("graded", "error"):
                         del pending[token]
+                        verdicts[str(status.get("verdict") or status["status"])] += 1
                 time.sleep(0.2)
-            return {"workers": workers, "batch": batch, "seconds": time.monotonic() - started}
+            return {"workers": workers, "batch": batch, "seconds": time.monotonic() - started,
+                    "verdicts": dict(verdicts)}
         finally:
             top.stop()
 
@@ -72,22 +80,35 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--warm", help="runners each worker keeps ready (default: the device's)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
+    p.add_argument("--settle", type=float, default=20.0,
+                   help="seconds for the workers' runners to be made before the batch")
     args = p.parse_args()
-    pg = ThrowawayPostgres()
+    pg = ThrowawayPostgres() if args.database == "postgres" else None
     try:
-        one = run(pg, 1, args.batch, args.warm)
-        print(f"1 worker: {one['seconds']:.1f} s", flush=True)
-        two = run(pg, 2, args.batch, args.warm)
-        print(f"2 workers: {two['seconds']:.1f} s", flush=True)
+        one = run(pg, 1, args.batch, args.warm, args.device, args.settle)
+        print(f"1 worker: {one['seconds']:.1f} s {one['verdicts']}", flush=True)
+        two = run(pg, 2, args.batch, args.warm, args.device, args.settle)
+        print(f"2 workers: {two['seconds']:.1f} s {two['verdicts']}", flush=True)
     finally:
-        pg.stop()
-    print(f"\n{platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}, "
-          f"batch of {args.batch} safe-softmax gradings (reference and mutants), warm "
-          f"runners per worker: {args.warm or 'default'}\n")
-    print("| workers | batch | seconds | gradings/min | speed-up |\n|---|---|---|---|---|")
+        if pg:
+            pg.stop()
+    gpus = ""
+    if args.device == "cuda":
+        import torch
+
+        gpus = f", {torch.cuda.device_count()} × {torch.cuda.get_device_name(0)}"
+    print(f"\n{platform.node()}, {os.cpu_count()} CPUs{gpus}, {time.strftime('%Y-%m-%d')}, "
+          f"{args.device}, {args.database}, batch of {args.batch} safe-softmax gradings "
+          f"(reference and mutants), warm runners per worker: {args.warm or 'default'}\n")
+    print("| workers | batch | seconds | gradings/min | speed-up | verdicts |\n"
+          "|---|---|---|---|---|---|")
     for r in (one, two):
+        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(r["verdicts"].items()))
         print(f"| {r['workers']} | {r['batch']} | {r['seconds']:.1f} | "
-              f"{60 * r['batch'] / r['seconds']:.1f} | {one['seconds'] / r['seconds']:.2f}× |")
+              f"{60 * r['batch'] / r['seconds']:.1f} | {one['seconds'] / r['seconds']:.2f}× | "
+              f"{verdicts} |")
     return 0
 
 
