@@ -71,10 +71,15 @@ def main() -> int:
         rows.append({"exercise": exercise, "file": str(path.relative_to(REPO)), "wall_s": wall,
                      "verdict": result.get("verdict"), "score": result.get("score"),
                      "failed": failed, "phases": result.get("phases"),
+                     "message": (result.get("message") or "")[:600],
                      "performance": (result.get("performance") or {}).get("fraction_of_copy"),
+                     "shapes": [(s.get("label"), round(s.get("fraction", 0), 3))
+                                for s in (result.get("performance") or {}).get("shapes", [])],
                      "slot": answer.get("slot")})
         print(f"{path.name:<34} {result.get('verdict')!s:<10} {result.get('score')!s:>7} "
               f"{wall:6.2f} s  failed={failed}  phases={result.get('phases')}", flush=True)
+        if result.get("verdict") not in ("passed", "failed"):
+            print(f"    {result.get('message', '')[:600]}", flush=True)
     worker.stdin.close()
     worker.wait(timeout=120)
     ref = [r["wall_s"] for r in rows[:args.repeat]]
