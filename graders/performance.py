@@ -8,7 +8,7 @@ The runner times (graders/runner/timing.py); nothing it says is taken on trust:
   reference: a timed call that computed something else (a replay, a shortcut taken
   only when timed, a mutated input) is ``rejected`` and flagged;
 * a GB/s above 1.05× the copy of the same bytes, measured beside it, is impossible:
-  ``rejected`` and flagged for an instructor.
+  timed once more, and if it holds, ``rejected`` and flagged for an instructor.
 Performance points = points × geometric mean over the graded shapes of min(fraction, 1).
 """
 
@@ -62,9 +62,11 @@ class ShapeFigures:
     spread: float
     copy_spread: float
     reps: int
+    retimed_from: float | None = None  # the first run's fraction, when it read above the copy
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()
+                if v is not None}
 
 
 def _numbers(values: Any, n: int | None = None) -> list[float]:
@@ -136,6 +138,26 @@ class PerformanceRun:
         }
 
     def shape(self, shape: PerfShape) -> ShapeFigures:
+        """A shape's figures. One run above the copy is timed again before it is refused:
+        a kernel at the copy's own speed (the references reach 1.03 on the H200) can read
+        above 1.05 once, when something else on the host (a runner being made touching
+        the driver) slows the copies of that run; a kernel that is not doing the work
+        stays above on the second run too."""
+        result = self._time_once(shape)
+        if result.fraction > BELIEVABLE_FRACTION:
+            first = result.fraction
+            result = self._time_once(shape)
+            result.retimed_from = round(first, 4)
+        if result.fraction > BELIEVABLE_FRACTION:
+            raise PerformanceRejected(
+                f"{shape.fn} at {shape.label} reported {result.gbs:.0f} GB/s, "
+                f"{result.fraction:.2f}× the {result.copy_gbs:.0f} GB/s of a plain copy of the "
+                "same bytes measured beside it (and timed again, "
+                f"{result.retimed_from:.2f}× the first time): faster than moving the bytes is "
+                "impossible, so the timing is not believed")
+        return result
+
+    def _time_once(self, shape: PerfShape) -> ShapeFigures:
         seed = int(self.rng.integers(0, 2**31))
         header = {"op": "perf", **timing_request(shape, seed)}
         during = f"while timing {shape.fn} at {shape.label}"
@@ -162,14 +184,7 @@ class PerformanceRun:
         copy_bytes = reply.get("copy_bytes")
         if not isinstance(copy_bytes, int) or abs(copy_bytes - shape.bytes_moved) > 2:
             raise PerformanceRejected(f"the copy beside the timed calls moved the wrong bytes {during}")
-        result = figures(shape, ms, copy_ms, copy_bytes)
-        if result.fraction > BELIEVABLE_FRACTION:
-            raise PerformanceRejected(
-                f"{shape.fn} at {shape.label} reported {result.gbs:.0f} GB/s, "
-                f"{result.fraction:.2f}× the {result.copy_gbs:.0f} GB/s of a plain copy of the "
-                "same bytes measured beside it: faster than moving the bytes is impossible, so "
-                "the timing is not believed")
-        return result
+        return figures(shape, ms, copy_ms, copy_bytes)
 
     def _check_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str) -> None:
         """One secret row of every timed call's output, and of each input left in the pool."""

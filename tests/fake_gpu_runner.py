@@ -25,6 +25,7 @@ def main():
     fds = sys.argv[sys.argv.index("--fds") + 1]
     inbox, outbox = protocol.open_pair(*(int(x) for x in fds.split(",")))
     timed = None
+    perf_runs = 0
     while True:
         try:
             msg = protocol.receive(inbox)
@@ -56,6 +57,9 @@ def main():
             timed = h
             reps = 12
             ms = {"too_fast": 0.080, "honest": 0.125}.get(mode, 0.125)
+            perf_runs += 1
+            if mode == "fast_once" and perf_runs == 1:  # one run whose copies were slowed
+                ms = 0.080
             times = [ms * (1 + 0.001 * (i % 3)) for i in range(reps)]
             recipes = [InputRecipe.from_json(d) for d in h["inputs"]]
             moved = sum(r.nbytes for r in recipes) + recipes[0].nbytes

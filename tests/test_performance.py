@@ -67,7 +67,19 @@ def test_a_time_faster_than_copying_the_bytes_is_rejected_and_flagged(tmp_path):
     result = grade_with("too_fast", tmp_path)
     assert result.verdict is Verdict.REJECTED
     assert "1.25× the" in result.message and "not believed" in result.message
+    assert "timed again, 1.25× the first time" in result.message
     assert result.flag and result.score == 0
+
+
+def test_one_run_above_the_copy_is_timed_again_and_believed_if_the_second_is_not(tmp_path):
+    """A kernel at the copy's speed can read above 1.05 once when the host disturbs the
+    copies; timed again, its real figure counts, and the first is kept beside it."""
+    result = grade_with("fast_once", tmp_path)
+    assert result.verdict is Verdict.PASSED, result.message
+    first, second = result.performance["shapes"]
+    assert first["retimed_from"] == pytest.approx(1.25, abs=0.01)
+    assert first["fraction"] == pytest.approx(0.8, abs=0.002) and "retimed_from" not in second
+    assert result.flag is None
 
 
 @pytest.mark.parametrize("mode, words, flagged", [
