@@ -43,5 +43,5 @@ for part in "$@"; do case "$part" in
     timeout ${LOAD_TIMEOUT:-580} python3 -m graders bench --load --device cuda --out "$OUT/load.md" 2>&1 | tee "$OUT/load.log" ;;
   workers)
     timeout ${WORKERS_TIMEOUT:-580} python3 docs/experiments/workers_bench.py --device cuda --database sqlite \
-      --batch ${WORKERS_BATCH:-24} --settle 40 2>&1 | tee "$OUT/workers.log" ;;
+      --batch ${WORKERS_BATCH:-24} --settle 40 --logs "$OUT" 2>&1 | tee "$OUT/workers.log" ;;
 esac; done

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -35,7 +36,7 @@ FILES = sorted((REPO / "reference_solutions" / "safe_softmax").glob("**/*.py"))
 
 
 def run(pg: ThrowawayPostgres | None, workers: int, batch: int, warm: str | None,
-        device: str, settle_s: float) -> dict:
+        device: str, settle_s: float, logs: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="workers-bench-") as tmp:
         database = pg.new_database() if pg else f"sqlite:///{tmp}/bench.db"
         top = Topology(database, Path(tmp), device=device)
@@ -74,6 +75,10 @@ def run(pg: ThrowawayPostgres | None, workers: int, batch: int, warm: str | None
                     "verdicts": dict(verdicts)}
         finally:
             top.stop()
+            if logs is not None:  # the server's, redis's and each worker's log
+                logs.mkdir(parents=True, exist_ok=True)
+                for log in Path(tmp).glob("*.log"):
+                    shutil.copy(log, logs / f"{workers}-workers-{log.name}")
 
 
 def main() -> int:
@@ -82,14 +87,15 @@ def main() -> int:
     p.add_argument("--warm", help="runners each worker keeps ready (default: the device's)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
+    p.add_argument("--logs", type=Path, help="keep the processes' logs in this folder")
     p.add_argument("--settle", type=float, default=20.0,
                    help="seconds for the workers' runners to be made before the batch")
     args = p.parse_args()
     pg = ThrowawayPostgres() if args.database == "postgres" else None
     try:
-        one = run(pg, 1, args.batch, args.warm, args.device, args.settle)
+        one = run(pg, 1, args.batch, args.warm, args.device, args.settle, args.logs)
         print(f"1 worker: {one['seconds']:.1f} s {one['verdicts']}", flush=True)
-        two = run(pg, 2, args.batch, args.warm, args.device, args.settle)
+        two = run(pg, 2, args.batch, args.warm, args.device, args.settle, args.logs)
         print(f"2 workers: {two['seconds']:.1f} s {two['verdicts']}", flush=True)
     finally:
         if pg:
