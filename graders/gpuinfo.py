@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
+DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")  # one folder per GPU, by PCI address
 _FIELDS = ("clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem", "power.draw",
            "temperature.gpu")
 
@@ -23,3 +25,21 @@ def clocks(gpu_index: int | None) -> dict[str, str]:
         return {}
     values = [v.strip() for v in out.strip().splitlines()[0].split(",")] if out.strip() else []
     return dict(zip(_FIELDS, values)) if len(values) == len(_FIELDS) else {}
+
+
+def cuda_visible_devices(gpu_index: int) -> str:
+    """What to put in CUDA_VISIBLE_DEVICES for the GPU whose device node is
+    /dev/nvidia<gpu_index>: its UUID, from the driver's /proc files. An index would not
+    do inside the sandbox: there only that one node exists, CUDA numbers the GPUs it can
+    open from 0, and "1" names none (seen on a two-H200 host: "torch sees no CUDA
+    device"). Without the driver's files, the index, as before."""
+    for info in sorted(DRIVER_GPUS.glob("*/information")):
+        try:
+            fields = dict(line.split(":", 1) for line in info.read_text().splitlines()
+                          if ":" in line)
+        except OSError:
+            continue
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        if fields.get("Device Minor") == str(gpu_index) and fields.get("GPU UUID", "").startswith("GPU-"):
+            return fields["GPU UUID"]
+    return str(gpu_index)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from . import jobuids
 from .cgroups import cgroups_disabled, cgroups_usable
+from .gpuinfo import cuda_visible_devices
 from .jobuids import JobUids
 from .seed_cache import SEED_CACHE_ENV
 
@@ -228,7 +229,7 @@ class BwrapLauncher:
                    TRITON_CACHE_DIR=f"{SANDBOX_TMP}/.triton")
         if self.gpu_index is not None and job.device != "cpu":
             args += _gpu_binds(self.gpu_index)
-            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+            env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(self.gpu_index)
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
         if self.seed_cache is not None:
@@ -261,7 +262,7 @@ class DirectLauncher:
         if job.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu_index is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+            env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(self.gpu_index)
         if self.seed_cache is not None:
             env[SEED_CACHE_ENV] = str(self.seed_cache)
         return job.runner_argv(str(REPO_ROOT)), env

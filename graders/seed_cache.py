@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .gpuinfo import cuda_visible_devices
+
 log = logging.getLogger(__name__)
 SEED_CACHE_ENV = "GRADER_SEED_CACHE"
 SEED_TIMEOUT_S = 120.0
@@ -38,7 +40,7 @@ def make_seed_cache(known_shape: tuple[int, int], gpu_index: int | None,
     folder = Path(tempfile.mkdtemp(prefix="graders-seed-"))
     cache = folder / "triton"
     run_env = dict(env, TRITON_CACHE_DIR=str(cache), HOME=str(folder), TMPDIR=str(folder),
-                   CUDA_VISIBLE_DEVICES="" if gpu_index is None else str(gpu_index))
+                   CUDA_VISIBLE_DEVICES="" if gpu_index is None else cuda_visible_devices(gpu_index))
     started = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-I", "-c", _BOOT, str(REPO_ROOT),

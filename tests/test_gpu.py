@@ -230,3 +230,21 @@ def test_runners_made_after_the_seed_cache_compile_nothing_of_their_own():
         later.process.close()
     finally:
         warm.close()
+
+
+@pytest.mark.skipif(len([n for n in os.listdir("/dev") if n.startswith("nvidia") and n[6:].isdigit()])
+                    < 2, reason="needs a host with two GPUs")
+def test_a_slot_on_the_second_gpu_grades_there_and_sees_it_alone(tmp_path):
+    """Worker 2 of a two-GPU host (issue 13): its runners see their one GPU, and grade."""
+    second = Slot("gpu-1", Device.CUDA, gpu_index=1)
+    try:
+        seen = _grade(second, tmp_path, "gpu_sees", SEES_DEVICES, timeout_s=120)
+        print(f"\nGPU 1 job: {seen.message.splitlines()[0]}")
+        assert "count=1" in seen.message and "'nvidia1'" in seen.message
+        assert "'nvidia0'" not in seen.message
+        ref = REPO / "reference_solutions" / "safe_softmax" / "solution.py"
+        result = second.grade(get_exercise("safe_softmax"), ref, performance=True)
+        print(f"GPU 1 reference: {result.verdict.value} {result.score}")
+        assert result.verdict is Verdict.PASSED, result.message
+    finally:
+        second.close()

@@ -449,3 +449,19 @@ def test_without_a_gpu_no_seed_cache_is_made_and_runners_compile_as_before():
     before = set(Path("/tmp").glob("graders-seed-*"))
     assert make_seed_cache((5, 300), None, runner_env()) is None
     assert set(Path("/tmp").glob("graders-seed-*")) == before
+
+
+def test_a_sandboxed_gpu_is_named_by_its_uuid_not_its_index(tmp_path, monkeypatch):
+    """In the sandbox only /dev/nvidia<N> exists, so CUDA numbers that GPU 0 and an
+    index N > 0 names nothing: the runner is given the UUID of the GPU with minor N."""
+    from graders import gpuinfo
+
+    for bus, minor, uuid in (("0000:18:00.0", 0, "GPU-aaaa"), ("0000:2a:00.0", 1, "GPU-bbbb")):
+        (tmp_path / bus).mkdir()
+        (tmp_path / bus / "information").write_text(
+            f"Model: \t\t NVIDIA H200\nGPU UUID: \t {uuid}\nBus Location: \t {bus}\n"
+            f"Device Minor: \t {minor}\n")
+    monkeypatch.setattr(gpuinfo, "DRIVER_GPUS", tmp_path)
+    assert gpuinfo.cuda_visible_devices(1) == "GPU-bbbb"
+    assert gpuinfo.cuda_visible_devices(0) == "GPU-aaaa"
+    assert gpuinfo.cuda_visible_devices(2) == "2"  # unknown to the driver: the index
