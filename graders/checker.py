@@ -147,8 +147,10 @@ class Grader:
                  seed: int | None = None, performance: bool = True,
                  pool: RunnerPool | None = None, lanes: int | None = None,
                  on_check: Callable[[CheckResult], None] | None = None,
-                 call_budget_s: float | None = None):
+                 call_budget_s: float | None = None, params: dict[str, Any] | None = None):
         self.exercise = exercise
+        # before any runner starts: values that do not fit the spec are a ParamError
+        self.params = exercise.resolve_params(params)
         self.time_it = performance  # False: correctness only (selftest, many jobs on one GPU)
         self.submission = submission.resolve()
         self.language = Language.from_filename(self.submission.name) or Language.TRITON
@@ -184,7 +186,7 @@ class Grader:
         self.deadline = started + self.timeout_s
         result = GradeResult(exercise=self.exercise.name, language=self.language.value,
                              device=self.device.value, verdict=Verdict.GRADER_ERROR, score=0.0,
-                             sandboxed=self.launcher.sandboxed)
+                             sandboxed=self.launcher.sandboxed, params=dict(self.params))
         try:
             checks_module = load_checks_module(self.exercise)
         except Exception as exc:  # noqa: BLE001 - a broken exercise folder is the grader's fault
@@ -534,7 +536,8 @@ class Grader:
         ctx = CaseContext(check=check, params=dict(params),
                           tolerances=self.exercise.tolerances, rng=rng,
                           device=device.value, attributes=lane.attributes,
-                          data=self.exercise.extra)
+                          data=self.exercise.extra, submission_params=dict(self.params),
+                          param_choices={p.name: p.choices for p in self.exercise.params})
         try:
             gen = getattr(module, check.name)(ctx)
             reply = None

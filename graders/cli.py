@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import GRADER_VERSION
 from .checker import applicable_checks, resolve_device
+from .params import ParamError, parse_cli
 from .registry import all_exercises, get_exercise
 from .report import progress_line, render
 from .sandbox import SandboxUnavailable
@@ -46,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
                         "exercise's, 20 on a GPU and 60 on the CPU)")
     g.add_argument("--lanes", type=int, default=None,
                    help="runners sharing the checks (default: 4 on a GPU, 1 on the CPU)")
+    g.add_argument("--params", default=None, metavar="VALUES",
+                   help="the exercise's per-student parameters, as on your exercise page: "
+                        "'{\"rows\": 3072, \"cols\": 5120}' or rows=3072,cols=5120 "
+                        "(default: the exercise's defaults)")
 
     w = sub.add_parser("worker", help="a grading slot that lives between jobs: JSON lines in "
                                       "and out, warm runners kept ready (the server uses it)")
@@ -141,6 +146,7 @@ def _exercise_json(spec) -> dict:
         "deadline": spec.deadline,
         "statement": spec.statement_path.read_text() if spec.statement_path.exists() else "",
         "skeletons": skeletons,
+        "params": [p.to_json() for p in spec.params],  # the server derives each student's
         "checks": [{"name": c.name, "points": c.points, "description": c.description,
                     "languages": [lang for lang in spec.languages if c.name in graded[lang]]}
                    for c in spec.checks],
@@ -165,6 +171,11 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"error: {exercise.name} takes {', '.join(exercise.languages)}, not "
               f"{language.value}", file=sys.stderr)
         return EXIT_USAGE
+    try:  # before the slot: its runners take seconds to start
+        params = exercise.resolve_params(parse_cli(args.params) if args.params else None)
+    except ParamError as exc:
+        print(f"error: --params: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)
     on_check = None
@@ -176,7 +187,7 @@ def _grade(args: argparse.Namespace) -> int:
             print(progress_line(check, started), flush=True)
     result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed,
                         performance=not args.no_timing, lanes=args.lanes,
-                        call_budget_s=args.call_budget, on_check=on_check)
+                        call_budget_s=args.call_budget, on_check=on_check, params=params)
     if on_check is not None:
         print(flush=True)
     if args.json:

@@ -124,7 +124,8 @@ def run_task(task: dict, client: httpx.Client | None = None) -> str:
         with tempfile.TemporaryDirectory(prefix="autograder-task-") as tmp:
             path = write_submission(tmp, str(task["language"]), str(task["source"]))
             outcome = SLOT.grade(str(task["exercise"]), path, on_check=lambda check: (
-                reporter.post("progress", {"check": check}, patience_s=2)))
+                reporter.post("progress", {"check": check}, patience_s=2)),
+                params=task.get("params"))  # the student's values, checked by the grader
     except Exception as exc:  # noqa: BLE001 - a grader fault, retried by the server
         outcome = GradeOutcome(None, f"the worker failed: {exc}")
     finally:

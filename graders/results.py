@@ -51,6 +51,8 @@ class GradeResult:
     # where the time went, in seconds: runner start, load, each check, timing (for the
     # operator; a warm runner's start reads 0)
     phases: dict[str, Any] = field(default_factory=dict)
+    # the exercise's per-submission parameters this grading used (graders/params.py)
+    params: dict[str, Any] = field(default_factory=dict)
     grader_version: str = GRADER_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .arrays import FLOAT_DTYPES
+from .params import ParamError, ParamSpec, parse_declarations, resolve
 from .perfinputs import KINDS, InputRecipe
 from .vocabulary import Device
 
@@ -119,7 +120,13 @@ class ExerciseSpec:
     languages: tuple[str, ...] = ("triton",)
     performance: PerformanceSpec | None = None
     hip: HipSpec | None = None
+    params: tuple[ParamSpec, ...] = ()  # per-submission values (graders/params.py)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def resolve_params(self, given: Any) -> dict[str, Any]:
+        """Every declared parameter's value for one grading; ParamError if ``given`` does
+        not fit the declaration."""
+        return resolve(self.params, given, self.name)
 
     @property
     def statement_path(self) -> Path:
@@ -236,6 +243,10 @@ def load_spec(folder: Path) -> ExerciseSpec:
 
     limits = raw.get("limits", {})
     entry_points = _require(raw, "entry_points", list, where)
+    try:
+        params = parse_declarations(raw.get("params", {}))
+    except ParamError as exc:
+        raise SpecError(f"{where}: {exc}") from None
     return ExerciseSpec(
         name=folder.name,
         folder=folder,
@@ -259,7 +270,8 @@ def load_spec(folder: Path) -> ExerciseSpec:
         languages=tuple(raw.get("languages", ["triton"])),
         performance=_load_performance(raw, entry_points, where),
         hip=_load_hip(raw, where),
+        params=params,
         extra={k: v for k, v in raw.items() if k not in {
             "title", "summary", "entry_points", "attributes", "checks", "tolerance", "limits",
-            "deadline", "languages", "performance", "hip", "hints", "order"}},
+            "deadline", "languages", "performance", "hip", "hints", "order", "params"}},
     )

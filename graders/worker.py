@@ -5,7 +5,8 @@ seconds per grading (sandbox, torch, CUDA, the known-answer kernel). A worker ke
 slot and its warm runners (graders.pool) and takes jobs one after another, as JSON
 lines on its standard input; it answers each with one JSON line on standard output:
 
-    in:  {"id": 7, "exercise": "safe_softmax", "file": "/path/submission.py", "timing": true}
+    in:  {"id": 7, "exercise": "safe_softmax", "file": "/path/submission.py", "timing": true,
+          "params": {"rows": 3072}}   (params: the exercise's per-student values, if any)
     out: {"id": 7, "check": {"name": "random_rows", "passed": true, ...}}   (one per check,
          as it ends: progress for the student's page)
     out: {"id": 7, "result": {...the grade --json object...}, "slot": {"healthy": true, ...}}
@@ -58,6 +59,7 @@ def handle(slot: Slot, job: dict[str, Any],
         path = Path(str(job["file"]))
         if not path.is_file():
             raise ValueError(f"{path} is not a file")
+        params = exercise.resolve_params(job.get("params"))  # a ParamError is a ValueError
     except (KeyError, ValueError, SpecError) as exc:
         return {"id": job_id, "result": None, "error": f"bad job: {exc}"}
     def on_check(check) -> None:
@@ -66,7 +68,7 @@ def handle(slot: Slot, job: dict[str, Any],
                                           "max_points": check.max_points}})
 
     result = slot.grade(exercise, path, performance=bool(job.get("timing", True)),
-                        timeout_s=job.get("timeout_s"), on_check=on_check)
+                        timeout_s=job.get("timeout_s"), on_check=on_check, params=params)
     return {"id": job_id, "result": result.to_json(),
             "slot": {"healthy": slot.healthy, "problem": slot.problem}}
 

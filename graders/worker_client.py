@@ -109,16 +109,20 @@ class SlotWorker:
         return ""
 
     def grade(self, exercise: str, path: Path,
-              on_check: "Callable[[dict[str, Any]], None] | None" = None) -> GradeOutcome:
-        """Grade one file; ``on_check`` hears of each check as it ends."""
+              on_check: "Callable[[dict[str, Any]], None] | None" = None,
+              params: dict[str, Any] | None = None) -> GradeOutcome:
+        """Grade one file; ``on_check`` hears of each check as it ends. ``params``: the
+        exercise's per-student values (graders/params.py), its defaults when None."""
         problem = self.warm_up()
         if problem:
             return GradeOutcome(None, problem)
         self.jobs += 1
         job_id = self.jobs
         try:
-            self.proc.stdin.write(json.dumps({"id": job_id, "exercise": exercise,
-                                              "file": str(path)}) + "\n")
+            job = {"id": job_id, "exercise": exercise, "file": str(path)}
+            if params:
+                job["params"] = params
+            self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()
         except OSError as exc:
             self.stop()

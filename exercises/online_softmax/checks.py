@@ -143,17 +143,46 @@ def poisoned_row(ctx):
         yield from _softmax_call(ctx, ctx.array(values), notes)
 
 
+def _byte_counts(spec, rows, cols, dtype):
+    """(bytes_3pass, bytes_1pass) for an R×C tensor of ``dtype``: traversals × its bytes."""
+    tensor = spec["element_bytes"][dtype] * rows * cols
+    return spec["traversals_3pass"] * tensor, spec["traversals_1pass"] * tensor
+
+
+def _shape(rows, cols, dtype):
+    return f"R = {rows}, C = {cols} {dtype}"
+
+
+def _shapes_counted(ctx, spec, counts):
+    """Every shape the spec's [params] allow whose byte counts are ``counts``: a student
+    who answers for one of them copied, or read the statement's example, rather than
+    counted for their own."""
+    choices = ctx.param_choices
+    return [(r, c, d) for r in choices["rows"] for c in choices["cols"] for d in choices["dtype"]
+            if _byte_counts(spec, r, c, d) == counts]
+
+
 def byte_count_answers(ctx):
     spec = ctx.data["answers"]
     answers = ctx.attributes.get("ANSWERS")
     if not isinstance(answers, dict):
         ctx.fail("type", "ANSWERS must be a dict with bytes_3pass, bytes_1pass and fp16_overflow_logit")
-    r, c = spec["rows"], spec["cols"]
+    # the submission's own tensor (the server's per-student values; the defaults offline)
+    mine = (ctx.submission_params["rows"], ctx.submission_params["cols"],
+            ctx.submission_params["dtype"])
+    expected = _byte_counts(spec, *mine)
+    given = tuple(answers.get(key) for key in ("bytes_3pass", "bytes_1pass"))
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in given)
     wrong = []
-    for key in ("bytes_3pass", "bytes_1pass"):
+    if numbers and given != expected and (other := _shapes_counted(ctx, spec, given)):
+        ctx.fail("value", f"bytes_3pass = {given[0]!r} and bytes_1pass = {given[1]!r} are the "
+                          f"counts for a different shape ({_shape(*other[0])}), not for your "
+                          f"shape, {_shape(*mine)} (the one your exercise page shows; offline, "
+                          "give it to `grade --params`)")
+    for key, want in zip(("bytes_3pass", "bytes_1pass"), expected):
         value = answers.get(key)
-        if not isinstance(value, (int, float)) or value != spec[key]:
-            wrong.append(f"{key} = {value!r} is not the bytes moved for R = {r}, C = {c} float32")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value != want:
+            wrong.append(f"{key} = {value!r} is not the bytes moved for your {_shape(*mine)}")
     logit = answers.get("fp16_overflow_logit")
     if not isinstance(logit, (int, float)) or abs(logit - spec["fp16_overflow_logit"]) > spec[
             "fp16_overflow_tolerance"]:
