@@ -16,7 +16,8 @@ from . import GRADER_VERSION
 from .checker import applicable_checks, resolve_device
 from .params import ParamError, parse_cli
 from .registry import all_exercises, get_exercise
-from .report import progress_line, render
+from .formats import FORMATS, render_as
+from .report import progress_line
 from .sandbox import SandboxUnavailable
 from .slots import Slot
 from .spec import SpecError
@@ -34,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("exercise")
     g.add_argument("file", type=Path)
     g.add_argument("--device", choices=[d.value for d in Device], default="auto")
-    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.add_argument("--format", choices=FORMATS, default=None,
+                   help="text (default), json (what the server stores), junit (JUnit XML "
+                        "for CI), github (GitHub Actions annotations)")
+    g.add_argument("--json", action="store_true", help="print one JSON object: --format json")
     g.add_argument("--timeout", type=float, default=None, help="wall-clock limit in seconds")
     g.add_argument("--seed", type=int, default=None, help="fix the input seed (debugging only)")
     g.add_argument("--no-sandbox", action="store_true",
@@ -88,7 +92,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "grade":
+        if args.json and args.format not in (None, "json"):
+            parser.error(f"--json is --format json; it cannot go with --format {args.format}")
+        args.format = "json" if args.json else (args.format or "text")
     try:
         if args.command == "list":
             return _list(args.json)
@@ -179,7 +188,8 @@ def _grade(args: argparse.Namespace) -> int:
     slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)
     on_check = None
-    if not args.json and sys.stdout.isatty():  # a person watching: a line per check as it ends
+    # a person watching: a line per check as it ends (never inside a machine-read format)
+    if args.format == "text" and sys.stdout.isatty():
         started = time.monotonic()
         print(f"grading {args.file.name} ({exercise.name}) …", flush=True)
 
@@ -190,12 +200,8 @@ def _grade(args: argparse.Namespace) -> int:
                         call_budget_s=args.call_budget, on_check=on_check, params=params)
     if on_check is not None:
         print(flush=True)
-    if args.json:
-        # the slot's health rides along for the server's pool; it is not part of the result
-        print(json.dumps({**result.to_json(),
-                          "slot": {"healthy": slot.healthy, "problem": slot.problem}}, indent=2))
-    else:
-        print(render(result))
+    print(render_as(args.format, result, str(args.file),
+                    slot={"healthy": slot.healthy, "problem": slot.problem}))
     if result.verdict is Verdict.PASSED:
         return EXIT_PASSED
     return EXIT_NOT_PASSED if result.verdict.about_submission else EXIT_USAGE

@@ -26,7 +26,7 @@ def render(result: GradeResult) -> str:
             if not c.passed and c.ran:
                 lines.append(f"        {c.message}")
                 if c.dump and "columns" in c.dump:
-                    lines.extend(_dump_table(c.dump))
+                    lines.extend(dump_table(c.dump))
     lines.extend(_performance(result.performance))
     if result.output:
         lines.append("")
@@ -51,7 +51,8 @@ def _performance(perf: dict | None) -> list[str]:
     return lines
 
 
-def _dump_table(dump: dict) -> list[str]:
+def dump_table(dump: dict) -> list[str]:
+    """A failed check's worst row as a small table (this report, and JUnit's failure text)."""
     rows = [("column", dump["columns"])]
     for key in ("input", "expected", "got"):
         if key in dump:
