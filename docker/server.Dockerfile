@@ -11,6 +11,8 @@ RUN pip install -e ".[server]"
 COPY exercises ./exercises
 COPY reference_solutions ./reference_solutions
 COPY frontend ./frontend
+# the student-CI workflow that each exercise page links to (/help/student-ci)
+COPY docs/student-ci.md ./docs/student-ci.md
 RUN useradd --system --home /app autograder && mkdir -p /app/var && chown autograder /app/var
 USER autograder
 EXPOSE 8000

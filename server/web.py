@@ -189,6 +189,19 @@ def skeleton_download(name: str, language: str, request: Request):
         "Content-Disposition": f'attachment; filename="{name}_{skeleton["filename"]}"'})
 
 
+STUDENT_CI = REPO_ROOT / "docs" / "student-ci.md"
+
+
+@router.get("/help/student-ci", response_class=HTMLResponse)
+def student_ci_page(request: Request, user: User | None = Depends(viewer)):
+    """docs/student-ci.md (a workflow that grades a student's repository on every push),
+    linked from each exercise page: rendered from the doc itself, so the two never differ."""
+    if not STUDENT_CI.is_file():
+        raise HTTPException(404, "this server has no docs/student-ci.md")
+    return render(request, "doc.html", user, title="Grade your kernels on every push",
+                  body=STUDENT_CI.read_text())
+
+
 @router.post("/exercises/{name}", dependencies=[Depends(csrf.check_form)],
              include_in_schema=False)
 @router.post("/exercises/{name}/submit", dependencies=[Depends(csrf.check_form)])

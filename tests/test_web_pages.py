@@ -263,3 +263,20 @@ def test_a_student_reads_downloads_and_compares_their_own_attempts(tmp_path):
                      f"/submissions/{ids[0]}/download/result", f"/me/diff?a={ids[0]}&b={ids[1]}"):
             page = client.get(path)
             assert page.status_code == 404 and "x = 40" not in page.text, path
+
+
+def test_each_exercise_page_says_how_to_test_it_yourself(tmp_path):
+    """Issue 15, item 4: the exact grade command for this exercise and its downloaded
+    skeleton, and the student-CI workflow one link away."""
+    with running(f"sqlite:///{tmp_path / 'db'}") as client:
+        page = client.get("/exercises/masked_softmax").text
+        box = page.split('<h2 id="try-h">Test it yourself</h2>')[1].split("</section>")[0]
+        assert ("python -m graders grade masked_softmax masked_softmax_skeleton.py "
+                "--format text") in box
+        assert "safe_softmax" not in box  # this exercise's command, not another's
+        download = client.get("/exercises/masked_softmax/skeleton/triton")
+        assert 'filename="masked_softmax_skeleton.py"' in download.headers["content-disposition"]
+        assert 'href="/help/student-ci"' in box
+        doc = client.get("/help/student-ci")
+        assert doc.status_code == 200
+        assert "--format github" in doc.text and "actions/checkout" in doc.text
