@@ -64,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
                                                           "one grading's lanes and a spare)")
     w.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
 
+    from .integrations.package import add_arguments as add_package_arguments
+
+    add_package_arguments(sub.add_parser(
+        "package", help="build a Gradescope autograder zip or a PrairieLearn course snippet "
+                        "that grades one exercise on the CPU (docs/integrations.md)"))
+
     ls = sub.add_parser("list", help="list the exercises")
     ls.add_argument("--json", action="store_true",
                     help="statements, skeletons, checks and deadlines as one JSON object")
@@ -99,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--json is --format json; it cannot go with --format {args.format}")
         args.format = "json" if args.json else (args.format or "text")
     try:
+        if args.command == "package":
+            from .integrations.package import run_package
+
+            return run_package(args)
         if args.command == "list":
             return _list(args.json)
         if args.command == "grade":
