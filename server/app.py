@@ -12,8 +12,8 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import metrics, web
-from .api import admin, exercises, internal, leaderboard, submissions
+from . import metrics, web, web_extensions
+from .api import admin, exercises, extensions, internal, leaderboard, submissions
 from .auth import hash_token, new_token
 from .db import make_engine, make_sessionmaker
 from .graders_client import GradersClient
@@ -81,7 +81,8 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app = FastAPI(title="Softmax autograder", version="0.1.0", lifespan=lifespan,
                   description="Submit Triton kernels for the A07 softmax exercises; read verdicts "
                               "and the leaderboard.")
-    for module in (submissions, exercises, leaderboard, admin, internal, metrics, web):
+    for module in (submissions, exercises, leaderboard, admin, extensions, internal, metrics,
+                   web, web_extensions):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
     app.state.issued_rosters = {}  # a roster upload's tokens, until their one showing (web.py)

@@ -83,3 +83,13 @@ def instructor(user: User = Depends(current_user)) -> User:
     if user.role is not Role.INSTRUCTOR:
         raise HTTPException(403, "instructors only")
     return user
+
+
+def optional_user(request: Request,
+                  credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+                  db: Session = Depends(get_db)) -> User | None:
+    """Who reads a public page, if anyone we know: it shows them their own view (their
+    deadline, say). An unknown token reads like no token: the page is public either way."""
+    if credentials is not None:
+        return user_for_token(db, credentials.credentials)
+    return user_for_session(db, request.cookies.get(COOKIE))

@@ -6,7 +6,7 @@ import enum
 from datetime import datetime, timezone
 
 from sqlalchemy import (JSON, Boolean, DateTime, Enum, Float, ForeignKey, Index, Integer, String,
-                        Text)
+                        Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -119,3 +119,22 @@ class GradeRun(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     submission: Mapped[Submission] = relationship(back_populates="results")
+
+
+class Extension(Base):
+    """One student's later deadline for one exercise (issue 15). At most one per student and
+    exercise: granting again replaces it (migration 0006; server/deadlines.py decides)."""
+
+    __tablename__ = "extensions"
+    __table_args__ = (UniqueConstraint("user_id", "exercise", name="uq_extensions_user_exercise"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    exercise: Mapped[str] = mapped_column(String(64))
+    deadline: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    granted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    granted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    note: Mapped[str] = mapped_column(String(200), default="")
+
+    user: Mapped[User] = relationship(foreign_keys=[user_id])
+    granter: Mapped[User | None] = relationship(foreign_keys=[granted_by])

@@ -15,6 +15,7 @@ from sqlalchemy import event, func, select, update
 from sqlalchemy.orm import Session
 
 from .api.common import iso
+from .deadlines import deadline_for, deadline_of  # noqa: F401 (deadline_of: read from here too)
 from .graders_client import LANGUAGE_BY_SUFFIX, ExerciseInfo
 from .models import Flag, GradeRun, Role, Status, Submission, User, as_utc
 from .queue import queue_depth
@@ -35,12 +36,6 @@ class Refused(Exception):
 
 def _retry_after(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
-
-
-def deadline_of(settings: Settings, exercise: ExerciseInfo) -> datetime | None:
-    deadline = settings.deadlines.get(exercise.name) or (
-        datetime.fromisoformat(exercise.deadline) if exercise.deadline else None)
-    return as_utc(deadline) if deadline else None
 
 
 def accept_submission(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo],
@@ -86,7 +81,7 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
     if queue_depth(db) >= settings.max_queue_depth:
         raise Refused(503, "the grading queue is full: try again shortly", _retry_after(30))
 
-    deadline = deadline_of(settings, exercise)
+    deadline = deadline_for(db, settings, exercise, user).at  # an extension counts
     submission = Submission(user_id=user.id, exercise=exercise.name, language=language,
                             filename=PurePath(filename).name[:128] or "submission", source=source,
                             status=Status.QUEUED, attempts=0,

@@ -33,6 +33,7 @@ from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Submission, User, as_utc
 from .progress import progress_of
+from .deadlines import StudentDeadline, all_extensions, deadline_for
 from .services import (LATE_POLICIES, Refused, accept_submission, deadline_of,
                        leaderboard, own_work_in_flight, requeue, submissions_query)
 from .graders_client import LANGUAGE_BY_SUFFIX
@@ -162,16 +163,30 @@ def signout(request: Request, db: Session = Depends(get_db)):
 
 @router.get("/exercises", response_class=HTMLResponse)
 def exercises_page(request: Request, user: User | None = Depends(viewer)):
-    settings = request.app.state.settings
-    rows = [(e, deadline_of(settings, e)) for e in request.app.state.exercises.values()]
+    rows = [(e, _deadline_of_student(request, e.name, user).at)
+            for e in request.app.state.exercises.values()]
     return render(request, "exercises.html", user, rows=rows)
+
+
+def _deadline_of_student(request: Request, exercise_name: str, user: User | None,
+                         db: Session | None = None) -> StudentDeadline | None:
+    """The deadline that applies to ``user`` (their extension, if they have one:
+    server/deadlines.py); None for an exercise no longer served."""
+    exercise = request.app.state.exercises.get(exercise_name)
+    if exercise is None:
+        return None
+    if db is None:
+        with request.app.state.sessionmaker() as own:
+            return deadline_for(own, request.app.state.settings, exercise, user)
+    return deadline_for(db, request.app.state.settings, exercise, user)
 
 
 def _exercise_page(request, user, exercise, status_code=200, **context):
     language = context.pop("language", exercise.languages[0])
     skeleton = exercise.skeletons.get(language, {}).get("source", "")
+    due = _deadline_of_student(request, exercise.name, user)
     return render(request, "exercise.html", user, status_code, exercise=exercise,
-                  deadline=deadline_of(request.app.state.settings, exercise),
+                  deadline=due.at, extended=due.extended, course_deadline=due.course,
                   language=language, source=context.pop("source", skeleton), **context)
 
 
@@ -247,6 +262,7 @@ def submission_page(submission_id: DbId, request: Request, user: User = Depends(
     result = s.results[-1].result if s.results else None
     progress = progress_of(request, db, s)
     return render(request, "submission.html", user, s=s, result=result,
+                  due=_deadline_of_student(request, s.exercise, s.user, db),
                   pending=progress is not None,
                   progress=progress, chart=_chart(result),
                   older=len(s.results) - 1 if s.results else 0)
@@ -330,7 +346,8 @@ def _admin(request: Request, user: User, db: Session, filters: dict[str, str] | 
                           .order_by(User.username)).all()
     return render(request, "admin.html", user, status, rows=rows, students=students,
                   exercises=request.app.state.exercises, filters=filters,
-                  notice=notice_from(request),
+                  notice=notice_from(request), extensions=all_extensions(
+                      db, request.app.state.settings, request.app.state.exercises),
                   late_policy=LATE_POLICIES[request.app.state.settings.late_policy], **extra)
 
 
@@ -366,7 +383,10 @@ def admin_regrade(request: Request, submission_id: int | None = Form(None, ge=1,
 # the visitor's to change, so it picks a message, it does not carry one)
 NOTICES = {"regraded": "Regrade of {what}: {n} queued; old results stay until the new ones "
                        "are stored.",
-           "flagged": "Submission {what} is now flagged {flag}."}
+           "flagged": "Submission {what} is now flagged {flag}.",
+           "extended": "Extension granted to {what}; {n} of their submissions re-marked.",
+           "unextended": "Extension of {what} removed; {n} of their submissions re-marked "
+                         "against the course deadline."}
 
 
 def _with_notice(path: str, kind: str, what: str, n: int = 0, flag: str = "") -> str:

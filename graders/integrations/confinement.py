@@ -96,7 +96,7 @@ def choose() -> Confinement:
     try:
         return Confinement(BwrapLauncher(gpu_index=None),
                            "bubblewrap sandbox (no network, read-only system, private /tmp)")
-    except SandboxUnavailable as exc:
+    except (SandboxUnavailable, NoJobUid, OSError, subprocess.SubprocessError) as exc:
         log.warning("no bubblewrap sandbox here: %s", exc)
         # the engine's own words are for operators; the results say it shortly
         bwrap_why = ("bubblewrap is not installed" if shutil.which("bwrap") is None else

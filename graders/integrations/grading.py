@@ -55,6 +55,10 @@ class Graded:
 
 def grade_file(exercise: str, submission: Path, confinement: Confinement) -> Graded:
     spec = get_exercise(exercise)
-    result = Grader(spec, submission, Device.CPU, launcher=confinement.launcher,
-                    performance=False).grade()
+    grader = Grader(spec, submission, Device.CPU, launcher=confinement.launcher,
+                    performance=False)
+    try:
+        result = grader.grade()
+    finally:
+        grader.pool.close()  # one grading per container: no runner is kept for a next one
     return Graded(result.to_json(), confinement.description)

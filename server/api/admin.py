@@ -13,9 +13,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..auth import get_db, hash_token, instructor, new_token
+from ..deadlines import applying, deadline_of, extensions_by_student
 from ..models import Flag, Role, Submission, User
 from ..services import best_per_student, flagged_per_student, requeue, submissions_query
-from .common import exercise_or_error, submission_json
+from .common import exercise_or_error, iso, submission_json
 from .validation import MAX_ID, DbId, FlagName, StatusName, Verdict, read_json
 
 router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(instructor)])
@@ -150,23 +151,28 @@ def csv_cell(text: str) -> str:
 @router.get("/export.csv")
 def export_csv(request: Request, db: Session = Depends(get_db)):
     """One row per student per exercise, those without a submission too: the counted score
-    under LATE_POLICY, and the flagged submissions that do not count."""
-    policy = request.app.state.settings.late_policy
+    under LATE_POLICY, the flagged submissions that do not count, and the deadline that
+    applied to that student (`extension` yes when theirs was extended: server/deadlines.py)."""
+    settings = request.app.state.settings
+    policy = settings.late_policy
     students = db.scalars(select(User).where(User.role == Role.STUDENT)
                           .order_by(User.username)).all()
+    granted = extensions_by_student(db)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["username", "display_name", "exercise", "best_score", "submission_id",
-                     "late", "submitted_at", "flagged", "late_policy"])
-    for name in request.app.state.exercises:
+                     "late", "submitted_at", "flagged", "late_policy", "deadline", "extension"])
+    for name, exercise in request.app.state.exercises.items():
         counted = best_per_student(db, name, policy)
         flagged = flagged_per_student(db, name)
+        course = deadline_of(settings, exercise)
         for user in students:
             s = counted.get(user.id)
             marks = " ".join(f"{f.id}:{f.flag.value}" for f in flagged.get(user.id, []))
             row = [s.score, s.id, "yes" if s.late else "no", s.created_at.isoformat()] if s \
                 else ["", "", "", ""]
+            due = applying(course, granted.get((user.id, name)))
             writer.writerow([csv_cell(user.username), csv_cell(user.display_name), name, *row,
-                             marks, policy])
+                             marks, policy, iso(due.at) or "", "yes" if due.extended else "no"])
     return Response(out.getvalue(), media_type="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="grades.csv"'})

@@ -1,28 +1,44 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy.orm import Session
 
-from .common import exercise_or_error
+from ..auth import get_db, optional_user
+from ..deadlines import StudentDeadline, applying, deadline_of, extensions_by_student
+from ..models import User
+from .common import exercise_or_error, iso
 
 router = APIRouter(prefix="/api/exercises", tags=["exercises"])
 
 
-def _deadline(request: Request, name: str, default: str | None) -> str | None:
-    override = request.app.state.settings.deadlines.get(name)
-    return override.isoformat() if override else default
+def _deadlines(d: StudentDeadline) -> dict:
+    """`deadline` is the reader's own (a signed-in student's extension moves it); the
+    course's is beside it, and `extended` says which it is. The instructor's note is not
+    shown: it is theirs."""
+    return {"deadline": iso(d.at), "course_deadline": iso(d.course), "extended": d.extended}
+
+
+def _theirs(request: Request, db: Session, user: User | None):
+    settings = request.app.state.settings
+    granted = extensions_by_student(db, user.id) if user else {}
+    return lambda e: applying(deadline_of(settings, e), granted.get((user.id, e.name))
+                              if user else None)
 
 
 @router.get("")
-def list_exercises(request: Request):
+def list_exercises(request: Request, user: User | None = Depends(optional_user),
+                   db: Session = Depends(get_db)):
+    deadline = _theirs(request, db, user)
     return {"exercises": [
         {"name": e.name, "title": e.title, "summary": e.summary, "languages": e.languages,
-         "deadline": _deadline(request, e.name, e.deadline)}
+         **_deadlines(deadline(e))}
         for e in request.app.state.exercises.values()]}
 
 
 @router.get("/{name}")
-def get_exercise(name: str, request: Request):
+def get_exercise(name: str, request: Request, user: User | None = Depends(optional_user),
+                 db: Session = Depends(get_db)):
     e = exercise_or_error(request, name)
     return {"name": e.name, "title": e.title, "summary": e.summary, "languages": e.languages,
-            "entry_points": e.entry_points, "deadline": _deadline(request, e.name, e.deadline),
+            "entry_points": e.entry_points, **_deadlines(_theirs(request, db, user)(e)),
             "statement": e.statement, "skeletons": e.skeletons, "checks": e.checks}
