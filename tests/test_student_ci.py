@@ -63,7 +63,8 @@ def test_the_workflow_pins_what_the_course_grades_with():
     assert "--index-url https://download.pytorch.org/whl/cpu torch==" in install
 
 
-def _run_workflow(tmp_path: Path, submission: Path) -> subprocess.CompletedProcess:
+def _run_workflow(tmp_path: Path, submission: Path,
+                  grade: dict | None = None) -> subprocess.CompletedProcess:
     student = tmp_path / "student-repo"
     student.mkdir()
     shutil.copy(submission, student / "safe_softmax_skeleton.py")  # "Check out my work"
@@ -72,7 +73,7 @@ def _run_workflow(tmp_path: Path, submission: Path) -> subprocess.CompletedProce
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # setup-python
     env["GITHUB_WORKSPACE"] = str(student)
     env["CI"] = "true"
-    grade = next(s for s in steps() if s["name"] == "Grade")
+    grade = grade or next(s for s in steps() if s["name"] == "Grade")
     env.update({k: str(v) for k, v in grade.get("env", {}).items()})
     script = tmp_path / "grade.sh"
     script.write_text(grade["run"])
@@ -106,3 +107,17 @@ def test_the_grade_step_grades_on_the_cpu_without_the_sandbox():
     """Why each flag is there is in the doc; that they are there is checked here."""
     run = next(s for s in steps() if s["name"] == "Grade")["run"]
     assert "--device cpu" in run and "--no-sandbox" in run and "--format github" in run
+
+
+def test_options_on_a_line_reach_the_grader_and_a_usage_error_fails_with_2(tmp_path):
+    """The words after the file are passed on (--params, for an exercise that has them);
+    a grader's refusal (exit 2) outranks a later file's exit 0."""
+    (job,) = workflow()["jobs"].values()
+    grade = next(s for s in job["steps"] if s["name"] == "Grade")
+    grade["env"]["GRADE"] = ("safe_softmax safe_softmax_skeleton.py --params nonsense=1\n"
+                             "safe_softmax safe_softmax_skeleton.py\n")
+    run = _run_workflow(tmp_path, REPO / "reference_solutions/safe_softmax/solution.py",
+                        grade)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "--params" in run.stderr
+    assert "title=safe_softmax%3A passed::" in run.stdout  # the second line still graded
