@@ -21,6 +21,7 @@ import numpy as np
 
 from .arrays import HostArray, from_f64
 from .judge import Failure, compare_rows, compare_values
+from .params import ParamSpec
 from .spec import CheckSpec, Tolerance
 
 
@@ -47,11 +48,11 @@ class CaseContext:
     device: str
     attributes: dict[str, Any] = field(default_factory=dict)  # module values the runner reported
     data: dict[str, Any] = field(default_factory=dict)  # the spec's exercise-level tables
-    # this submission's own values of the spec's [params] (graders/params.py), and every
-    # value each could have taken: a check may tell "right for another submission's
-    # values" from plain wrong
+    # this submission's own values of the spec's [params] (graders/params.py), and their
+    # declarations (every choice, the default): a check may tell "right for another
+    # submission's values" from plain wrong
     submission_params: dict[str, Any] = field(default_factory=dict)
-    param_choices: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    param_specs: dict[str, ParamSpec] = field(default_factory=dict)
     last_call: Call | None = field(default=None)
 
     # -- inputs -------------------------------------------------------------------------

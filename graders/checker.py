@@ -537,7 +537,7 @@ class Grader:
                           tolerances=self.exercise.tolerances, rng=rng,
                           device=device.value, attributes=lane.attributes,
                           data=self.exercise.extra, submission_params=dict(self.params),
-                          param_choices={p.name: p.choices for p in self.exercise.params})
+                          param_specs={p.name: p for p in self.exercise.params})
         try:
             gen = getattr(module, check.name)(ctx)
             reply = None

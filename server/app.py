@@ -22,6 +22,7 @@ from .migrate import upgrade
 from .models import Role, User
 from .queue import Dispatcher, LocalPool
 from .settings import Settings, get_settings
+from .student_params import warn_if_development_secret
 
 log = logging.getLogger("server")
 
@@ -46,13 +47,15 @@ def bootstrap_instructor(sessions, settings: Settings) -> str | None:
     return None
 
 
-def make_dispatcher(sessions, client: GradersClient, settings: Settings) -> Dispatcher:
-    """The embedded default grades here; ``DISPATCHER=celery`` on remote workers."""
+def make_dispatcher(sessions, client: GradersClient, settings: Settings,
+                    exercises: dict | None = None) -> Dispatcher:
+    """The embedded default grades here; ``DISPATCHER=celery`` on remote workers. Both
+    send each job its student's exercise parameters, derived from ``exercises``."""
     if settings.dispatcher == "celery":
         from .dispatch_celery import CeleryDispatcher  # celery is needed only then
 
-        return CeleryDispatcher(sessions, settings)
-    return LocalPool(sessions, client, settings)
+        return CeleryDispatcher(sessions, settings, exercises=exercises)
+    return LocalPool(sessions, client, settings, exercises=exercises)
 
 
 def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None = None) -> FastAPI:
@@ -70,7 +73,9 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         token = bootstrap_instructor(sessions, settings)
         if token:
             print(f"Instructor token (shown once, store it now): {token}", flush=True)
-        app.state.dispatcher = dispatcher or make_dispatcher(sessions, client, settings)
+        warn_if_development_secret(settings)
+        app.state.dispatcher = dispatcher or make_dispatcher(sessions, client, settings,
+                                                             app.state.exercises)
         app.state.dispatcher.start()
         log.info("serving %d exercises from %s", len(app.state.exercises),
                  engine.url.render_as_string(hide_password=True))

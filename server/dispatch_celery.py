@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from datetime import timedelta
+from typing import Any, Mapping
 
 from celery import Celery
 from sqlalchemy import func, select
@@ -31,6 +32,7 @@ from .jobs import Claimer, Job, release, requeue_stale
 from .models import Status, Submission, utcnow
 from .progress import ProgressBoard
 from .settings import Settings
+from .student_params import params_for
 from .task_tokens import load_secret, token_for
 
 log = logging.getLogger("server.celery")
@@ -53,8 +55,9 @@ class CeleryDispatcher:
     """Publishes claimed jobs to workers; puts back what the workers lost."""
 
     def __init__(self, sessions: sessionmaker[Session], settings: Settings,
-                 celery: Celery | None = None):
+                 celery: Celery | None = None, exercises: Mapping[str, Any] | None = None):
         self.sessions, self.settings = sessions, settings
+        self.exercises = exercises or {}  # their parameter declarations, for each student's
         self.celery = celery or make_celery(settings.broker_url)
         self.secret = load_secret(settings)
         self.claimer = Claimer(sessions)
@@ -145,6 +148,7 @@ class CeleryDispatcher:
     def _publish(self, job: Job) -> bool:
         task = {"id": job.id, "attempt": job.attempt, "exercise": job.exercise,
                 "language": job.language, "source": job.source,
+                "params": params_for(self.settings, self.exercises, job.exercise, job.username),
                 "token": token_for(self.secret, job.id, job.attempt)}
         try:
             self.celery.send_task(TASK_NAME, args=[task], queue=self.queue,

@@ -42,6 +42,8 @@ class ExerciseInfo:
     statement: str
     skeletons: dict[str, dict[str, str]]
     checks: list[dict[str, Any]] = field(default_factory=list)
+    # per-student parameters: [{name, choices, default, description}] (graders/params.py)
+    params: list[dict[str, Any]] = field(default_factory=list)
 
 
 class GradersClient:
@@ -86,18 +88,22 @@ class GradersClient:
 
     def grade(self, exercise: str, language: str, source: str, device: str,
               gpu_index: int | None,
-              on_check: Callable[[dict[str, Any]], None] | None = None) -> GradeOutcome:
+              on_check: Callable[[dict[str, Any]], None] | None = None,
+              params: dict[str, Any] | None = None) -> GradeOutcome:
         """``on_check`` hears of each check as it ends (the slot's worker only; the
-        one-shot stand-in grader says nothing until its result)."""
+        one-shot stand-in grader says nothing until its result). ``params``: the student's
+        values of the exercise's parameters (server/student_params.py)."""
         if self.persistent:
             with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
                 path = write_submission(tmp, language, source)
-                return self._worker(device, gpu_index).grade(exercise, path, on_check)
+                return self._worker(device, gpu_index).grade(exercise, path, on_check, params)
         with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
             path = write_submission(tmp, language, source)
             argv = self.base + ["grade", exercise, str(path), "--json", "--device", device]
             if gpu_index is not None:
                 argv += ["--gpu-index", str(gpu_index)]
+            if params:
+                argv += ["--params", json.dumps(params)]
             try:
                 proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True,

@@ -32,6 +32,7 @@ class Job:
     exercise: str
     language: str
     source: str
+    username: str = ""  # whose work: their exercise parameters go with it (student_params)
 
 
 def _waiting(kind: str) -> ColumnElement[bool]:
@@ -71,7 +72,8 @@ class Claimer:
                 if result.rowcount == 1:
                     s = db.get(Submission, sid)
                     db.refresh(s)
-                    return Job(s.id, s.attempts, s.exercise, s.language, s.source)
+                    return Job(s.id, s.attempts, s.exercise, s.language, s.source,
+                               s.user.username)
         return None
 
 

@@ -20,16 +20,17 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from .graders_client import GradersClient
+from .graders_client import ExerciseInfo, GradersClient
 from .jobs import Claimer, requeue_interrupted, store
 from .models import Status, Submission, utcnow
 from .progress import ProgressBoard
 from .settings import Settings
+from .student_params import params_for
 
 log = logging.getLogger("server.queue")
 
@@ -66,10 +67,12 @@ def queue_depth(db: Session) -> int:
 
 class LocalPool:
     def __init__(self, sessions: sessionmaker[Session], client: GradersClient, settings: Settings,
-                 slots: list[SlotSpec] | None = None):
+                 slots: list[SlotSpec] | None = None,
+                 exercises: Mapping[str, ExerciseInfo] | None = None):
         self.sessions = sessions
         self.client = client
         self.settings = settings
+        self.exercises = exercises or {}  # their parameter declarations, for each student's
         self.slots = slots or default_slots(settings)
         self._wake = threading.Condition()
         self.claimer = Claimer(sessions)
@@ -113,7 +116,9 @@ class LocalPool:
                 continue
             outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
                                         slot.gpu_index,
-                                        on_check=lambda c, sid=job.id: self.progress.record(sid, c))
+                                        on_check=lambda c, sid=job.id: self.progress.record(sid, c),
+                                        params=params_for(self.settings, self.exercises,
+                                                          job.exercise, job.username))
             try:
                 store(self.sessions, self.settings, job.id, job.attempt, outcome, self.notify)
             except Exception:  # noqa: BLE001

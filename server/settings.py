@@ -16,6 +16,10 @@ from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# DEVELOPMENT ONLY. Each student's exercise parameters are derived from COURSE_SECRET
+# (server/student_params.py): anyone who knows it can compute every student's numbers, and
+# this one is in the repository. The server logs a warning at start while it is in use.
+DEV_COURSE_SECRET = "development-only-course-secret:set-COURSE_SECRET"
 
 
 class Settings(BaseSettings):
@@ -24,6 +28,9 @@ class Settings(BaseSettings):
     database_url: str = f"sqlite:///{REPO_ROOT / 'var' / 'autograder.db'}"
     admin_token: str | None = None  # the instructor's token; made and printed once when unset
     public_url: str = ""  # how students reach the server, for the "url" of a submission
+    # derives each student's exercise parameters (their own shape, say); keep it for the
+    # course's whole run: a new one gives every student new numbers
+    course_secret: str = DEV_COURSE_SECRET
 
     # grading
     grader_python: str = sys.executable  # the Python that runs `-m graders`
@@ -64,6 +71,14 @@ class Settings(BaseSettings):
         if value is not None and len(value) < 16:
             raise ValueError("ADMIN_TOKEN must be at least 16 characters (or leave it unset: "
                              "the server then makes one and prints it once)")
+        return value
+
+    @field_validator("course_secret")
+    @classmethod
+    def _secret_long_enough(cls, value):
+        # a short secret is guessed, and with it every student's numbers
+        if len(value) < 16:
+            raise ValueError("COURSE_SECRET must be at least 16 characters")
         return value
 
     @field_validator("dispatcher")

@@ -38,6 +38,7 @@ from .services import (LATE_POLICIES, Refused, accept_submission, deadline_of,
                        leaderboard, own_work_in_flight, requeue, submissions_query)
 from .graders_client import LANGUAGE_BY_SUFFIX
 from .settings import REPO_ROOT
+from .student_params import params_for
 
 FRONTEND = REPO_ROOT / "frontend"
 templates = Jinja2Templates(directory=FRONTEND / "templates")
@@ -185,7 +186,10 @@ def _exercise_page(request, user, exercise, status_code=200, **context):
     language = context.pop("language", exercise.languages[0])
     skeleton = exercise.skeletons.get(language, {}).get("source", "")
     due = _deadline_of_student(request, exercise.name, user)
-    return render(request, "exercise.html", user, status_code, exercise=exercise,
+    # the student's own exercise parameters, shown on the page (none signed out)
+    params = params_for(request.app.state.settings, request.app.state.exercises,
+                        exercise.name, user.username) if user else {}
+    return render(request, "exercise.html", user, status_code, exercise=exercise, params=params,
                   deadline=due.at, extended=due.extended, course_deadline=due.course,
                   language=language, source=context.pop("source", skeleton), **context)
 

@@ -42,6 +42,8 @@ def main() -> int:
                     "points": float(score or 0), "max_points": 100.0}],
         "performance": None, "grader_version": "fake", "message": "",
         "flag": "1.40× the copy: not believed" if verdict == "rejected" else None,
+        # the exercise parameters the server sent, as the real grader records them
+        "params": json.loads(args[args.index("--params") + 1]) if "--params" in args else {},
         "slot": {"healthy": True, "problem": ""}}))
     return 0 if verdict == "passed" else 1
 

@@ -154,12 +154,19 @@ def _shape(rows, cols, dtype):
 
 
 def _shapes_counted(ctx, spec, counts):
-    """Every shape the spec's [params] allow whose byte counts are ``counts``: a student
-    who answers for one of them copied, or read the statement's example, rather than
-    counted for their own."""
-    choices = ctx.param_choices
-    return [(r, c, d) for r in choices["rows"] for c in choices["cols"] for d in choices["dtype"]
-            if _byte_counts(spec, r, c, d) == counts]
+    """Every shape the spec's [params] allow whose byte counts are ``counts``, the example
+    (the defaults) first: a student who answers for one of them copied, or took the
+    statement's example, rather than counted for their own."""
+    declared = [ctx.param_specs[name] for name in ("rows", "cols", "dtype")]
+    example = tuple(p.default for p in declared)
+    shapes = [example] + [(r, c, d) for r in declared[0].choices for c in declared[1].choices
+                          for d in declared[2].choices if (r, c, d) != example]
+    return [s for s in shapes if _byte_counts(spec, *s) == counts]
+
+
+def _named(shapes):
+    """One shape to name, and a word that there are others of the same size in bytes."""
+    return _shape(*shapes[0]) + (", or another of the same size" if len(shapes) > 1 else "")
 
 
 def byte_count_answers(ctx):
@@ -176,7 +183,7 @@ def byte_count_answers(ctx):
     wrong = []
     if numbers and given != expected and (other := _shapes_counted(ctx, spec, given)):
         ctx.fail("value", f"bytes_3pass = {given[0]!r} and bytes_1pass = {given[1]!r} are the "
-                          f"counts for a different shape ({_shape(*other[0])}), not for your "
+                          f"counts for a different shape ({_named(other)}), not for your "
                           f"shape, {_shape(*mine)} (the one your exercise page shows; offline, "
                           "give it to `grade --params`)")
     for key, want in zip(("bytes_3pass", "bytes_1pass"), expected):

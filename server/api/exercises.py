@@ -6,6 +6,7 @@ from sqlalchemy.orm import Session
 from ..auth import get_db, optional_user
 from ..deadlines import StudentDeadline, applying, deadline_of, extensions_by_student
 from ..models import User
+from ..student_params import params_for
 from .common import exercise_or_error, iso
 
 router = APIRouter(prefix="/api/exercises", tags=["exercises"])
@@ -41,4 +42,16 @@ def get_exercise(name: str, request: Request, user: User | None = Depends(option
     e = exercise_or_error(request, name)
     return {"name": e.name, "title": e.title, "summary": e.summary, "languages": e.languages,
             "entry_points": e.entry_points, **_deadlines(_theirs(request, db, user)(e)),
-            "statement": e.statement, "skeletons": e.skeletons, "checks": e.checks}
+            "statement": e.statement, "skeletons": e.skeletons, "checks": e.checks,
+            "params": _own_params(request, e, user)}
+
+
+def _own_params(request: Request, e, user: User | None) -> dict | None:
+    """The reader's own values of the exercise's parameters (server/student_params.py):
+    {} for an exercise without any; None to a reader we do not know, whose they are not."""
+    if not e.params:
+        return {}
+    if user is None:
+        return None
+    return params_for(request.app.state.settings, request.app.state.exercises, e.name,
+                      user.username)
