@@ -12,7 +12,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -21,6 +21,7 @@ from . import metrics
 from .graders_client import GradeOutcome
 from .models import Flag, GradeRun, Status, Submission, utcnow
 from .settings import Settings
+from .student_params import params_for
 
 log = logging.getLogger("server.jobs")
 
@@ -111,9 +112,12 @@ def requeue_stale(sessions: sessionmaker[Session], published_before: datetime,
 
 
 def store(sessions: sessionmaker[Session], settings: Settings, job_id: int, attempt: int,
-          outcome: GradeOutcome, on_requeue: Callable[[], None] = lambda: None) -> str:
+          outcome: GradeOutcome, on_requeue: Callable[[], None] = lambda: None,
+          exercises: Mapping[str, Any] | None = None) -> str:
     """Store a grading's outcome once: "stored", "retry" (a grader fault, back to waiting)
-    or "stale" (the submission moved on: another attempt, or already graded)."""
+    or "stale" (the submission moved on: another attempt, or already graded).
+    ``exercises``: a result must say it was graded with the student's own exercise
+    parameters (a worker that dropped them judged the student against other numbers)."""
     result = outcome.result
     grader_fault = result is None or result.get("verdict") == "grader_error"
     with sessions.begin() as db:
@@ -121,8 +125,16 @@ def store(sessions: sessionmaker[Session], settings: Settings, job_id: int, atte
         if s is None or s.status is not Status.RUNNING or s.attempts != attempt:
             log.warning("submission %d changed while it was graded; result dropped", job_id)
             return "stale"
+        wrong_params = ""
+        if exercises is not None and not grader_fault:
+            own = params_for(settings, exercises, s.exercise, s.user.username)
+            if result.get("params", {}) != own:
+                grader_fault = True
+                wrong_params = (f"graded with parameters {result.get('params')!r}, not the "
+                                f"student's {own!r}")
+                result = None  # its verdict is about other numbers: not the student's
         if grader_fault:
-            reason = outcome.fault or (result or {}).get("message", "")
+            reason = wrong_params or outcome.fault or (result or {}).get("message", "")
             log.error("grader fault on submission %d (attempt %d): %s", s.id, attempt, reason)
             if s.attempts < settings.max_grader_attempts:
                 release(db, Submission.id == s.id)

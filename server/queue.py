@@ -120,7 +120,8 @@ class LocalPool:
                                         params=params_for(self.settings, self.exercises,
                                                           job.exercise, job.username))
             try:
-                store(self.sessions, self.settings, job.id, job.attempt, outcome, self.notify)
+                store(self.sessions, self.settings, job.id, job.attempt, outcome, self.notify,
+                      self.exercises)
             except Exception:  # noqa: BLE001
                 log.exception("storing the result of submission %d failed", job.id)
             self.progress.clear(job.id)

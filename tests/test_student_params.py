@@ -215,6 +215,31 @@ def test_the_celery_task_carries_the_students_params(tmp_path):
                                                    state.exercises["online_softmax"])
 
 
+def test_a_result_graded_with_other_params_is_not_the_students_grade(tmp_path):
+    from server.graders_client import GradeOutcome
+    from server.jobs import Claimer, store
+    from server.models import Submission
+
+    with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch(),
+                 course_secret=SECRET, max_grader_attempts=2) as client:
+        token = add_students(client, "ada")["ada"]
+        sid = submit(client, token, exercise="online_softmax").json()["id"]
+        state = client.app.state
+        ada = derive(SECRET, "ada", state.exercises["online_softmax"])
+
+        def grade_with(params):
+            job = Claimer(state.sessionmaker).claim()
+            passed = {"verdict": "passed", "score": 100.0, "params": params}
+            return store(state.sessionmaker, state.settings, job.id, job.attempt,
+                         GradeOutcome(passed), exercises=state.exercises)
+
+        # a worker that dropped the parameters graded the defaults: a fault, graded again
+        assert grade_with(DEFAULTS) == "retry"
+        assert grade_with(ada) == "stored"
+        with state.sessionmaker() as db:
+            assert db.get(Submission, sid).verdict == "passed"
+
+
 def test_a_remote_worker_grades_with_the_tasks_params(monkeypatch):
     from graders import remote_worker
     from graders.worker_client import GradeOutcome

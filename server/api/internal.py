@@ -114,7 +114,8 @@ def result(submission_id: int, attempt: int, body: TaskResult, request: Request,
     dispatcher = _dispatcher(request)
     stored = store(request.app.state.sessionmaker, request.app.state.settings, submission_id,
                    attempt, GradeOutcome(outcome, body.fault, body.slot_healthy,
-                                         body.slot_problem), dispatcher.notify)
+                                         body.slot_problem), dispatcher.notify,
+                   request.app.state.exercises)
     dispatcher.progress.clear(submission_id)
     dispatcher.heard_from(body.worker, healthy=body.slot_healthy)
     if stored == "stale":
