@@ -18,6 +18,7 @@ The rules, said once here and in the README:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -30,6 +31,9 @@ from .models import Extension, Role, Submission, User, as_utc, utcnow
 from .settings import Settings
 
 NOTE_MAX = 200  # the column's width
+# what a roster accepts (api/admin.py): anything else names no student, and is not sent to
+# the database (PostgreSQL refuses a NUL in text with an error, not an empty answer)
+USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 
 
 @dataclass
@@ -115,7 +119,8 @@ def parse_deadline(text: str, assume_utc: bool) -> datetime:
 
 
 def _student(db: Session, username: str) -> User:
-    user = db.scalar(select(User).where(User.username == username, User.role == Role.STUDENT))
+    user = db.scalar(select(User).where(User.username == username, User.role == Role.STUDENT)) \
+        if USERNAME.fullmatch(username) else None
     if user is None:
         raise Unaccepted(404, f"no student {username!r} on the roster")
     return user
@@ -146,6 +151,8 @@ def grant(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo], u
     user, exercise = _student(db, username), _exercise(exercises, exercise_name)
     if len(note) > NOTE_MAX:
         raise Unaccepted(422, f"the note is {len(note)} characters; at most {NOTE_MAX}")
+    if "\x00" in note:
+        raise Unaccepted(422, "the note holds a NUL character")
     course = deadline_of(settings, exercise)
     if course is None:
         raise Unaccepted(422, f"{exercise.name} has no deadline: there is nothing to extend")

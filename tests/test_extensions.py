@@ -114,10 +114,11 @@ def test_granting_re_marks_work_already_in_and_removing_restores_it(database_url
     ({"exercise": "masked_softmax"}, 422, "masked_softmax has no deadline"),
     ({"deadline": 20990101}, 422, "bad extension"),
     ({"note": "x" * 201}, 422, "bad extension"),
+    ({"note": "a\x00b"}, 422, "NUL"),
+    ({"username": "a\x00b"}, 404, "no student"),
 ])
-def test_bad_extensions_are_refused_with_a_reason(tmp_path, body, status, words):
-    with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch(),
-                 deadlines=PAST) as client:
+def test_bad_extensions_are_refused_with_a_reason(database_url, body, status, words):
+    with running(database_url, dispatcher=NoDispatch(), deadlines=PAST) as client:
         add_students(client, "ada")
         fields = {"username": "ada", "exercise": "safe_softmax", "deadline": LATER} | body
         r = client.post("/api/admin/extensions", headers=auth(ADMIN), json=fields)
@@ -126,9 +127,8 @@ def test_bad_extensions_are_refused_with_a_reason(tmp_path, body, status, words)
             "extensions": []}
 
 
-def test_only_instructors_grant_and_removing_nothing_says_so(tmp_path):
-    with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch(),
-                 deadlines=PAST) as client:
+def test_only_instructors_grant_and_removing_nothing_says_so(database_url):
+    with running(database_url, dispatcher=NoDispatch(), deadlines=PAST) as client:
         token = add_students(client, "ada")["ada"]
         r = client.post("/api/admin/extensions", headers=auth(token),
                         json={"username": "ada", "exercise": "safe_softmax", "deadline": LATER})
@@ -139,6 +139,10 @@ def test_only_instructors_grant_and_removing_nothing_says_so(tmp_path):
         assert r.status_code == 404 and "ada has no extension for safe_softmax" in r.text
         r = client.delete("/api/admin/extensions/zed/safe_softmax", headers=auth(ADMIN))
         assert r.status_code == 404 and "no student 'zed'" in r.text
+        r = client.delete("/api/admin/extensions/ada/nope", headers=auth(ADMIN))
+        assert r.status_code == 404 and "unknown exercise 'nope'" in r.text
+        r = client.delete("/api/admin/extensions/a%00b/safe_softmax", headers=auth(ADMIN))
+        assert r.status_code == 404 and "no student" in r.text
 
 
 def test_the_instructor_page_grants_lists_and_removes_an_extension(tmp_path):
