@@ -72,7 +72,9 @@ class LocalPool:
         self.sessions = sessions
         self.client = client
         self.settings = settings
-        self.exercises = exercises or {}  # their parameter declarations, for each student's
+        # their parameter declarations, for each student's (None: every grading uses the
+        # exercises' defaults, and results are not held to a student's own)
+        self.exercises = exercises
         self.slots = slots or default_slots(settings)
         self._wake = threading.Condition()
         self.claimer = Claimer(sessions)
@@ -117,7 +119,7 @@ class LocalPool:
             outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
                                         slot.gpu_index,
                                         on_check=lambda c, sid=job.id: self.progress.record(sid, c),
-                                        params=params_for(self.settings, self.exercises,
+                                        params=params_for(self.settings, self.exercises or {},
                                                           job.exercise, job.username))
             try:
                 store(self.sessions, self.settings, job.id, job.attempt, outcome, self.notify,
