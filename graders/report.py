@@ -14,6 +14,8 @@ def render(result: GradeResult) -> str:
         f"verdict: {result.verdict.value}    score: {result.score:g}/{result.max_score:g}    "
         f"({result.duration_s:.1f} s)",
     ]
+    if result.params:  # the exercise's per-student values this grading judged against
+        lines.append("params: " + ",".join(f"{k}={v}" for k, v in result.params.items()))
     if result.message and result.verdict is not Verdict.FAILED:
         lines.append("")
         lines.append(result.message)

@@ -119,6 +119,10 @@ def test_the_reference_passes_on_the_defaults_and_fails_a_students_shape(online_
     code, _, checks = grade(reference, ada)
     assert code == 1 and "different shape (R = 4096, C = 4096 float32" in \
         checks["byte_count_answers"]["message"]
+    # the readable report says which values it judged against
+    text = run_cli("grade", "online_softmax", str(reference), "--device", "cpu", "--params",
+                   json.dumps(ada)).stdout
+    assert "params: " + ",".join(f"{k}={v}" for k, v in ada.items()) in text
 
 
 @pytest.mark.parametrize("params, says", [
