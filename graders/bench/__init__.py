@@ -33,6 +33,8 @@ from ..vocabulary import Device
 PUBLIC_PEERS = {
     ("safe_softmax", "4096×4096 float32"): (0.99, "attorch"),
     ("safe_softmax", "4096×4096 bfloat16"): (1.01, "Liger"),
+    ("safe_softmax", "32768×1024 float32"): (1.00, "best public"),
+    ("safe_softmax", "32768×1024 bfloat16"): (0.99, "best public"),
     ("safe_softmax", "65536×256 float32"): (0.82, "attorch"),
     ("safe_softmax", "65536×256 bfloat16"): (0.47, "FlagGems"),
     ("safe_softmax", "1024×32768 float32"): (0.91, "best public"),
