@@ -1,4 +1,4 @@
-"""``python -m graders``: grade a file, list the exercises, self-test the graders.
+"""``python -m graders``: grade a file, list the exercises, self-test the graders, make mutants.
 
 Exit codes: 0 passed (or selftest all as expected), 1 any other verdict about
 the submission, 2 a usage error or a grader fault.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -80,6 +81,29 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--exercise", action="append", help="only these exercises")
     s.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
 
+    md = sub.add_parser("mutant-diff", help="write a mutant's patch from an edited copy of the "
+                                             "exercise's reference solution (docs/authoring.md)")
+    md.add_argument("exercise")
+    md.add_argument("file", type=Path, help="the edited copy: .py patches solution.py, .hip "
+                                            "solution.hip")
+    md.add_argument("--name", required=True, help="the mutant's name: mutants/NAME.patch "
+                                                  "(NAME.hip.patch for .hip)")
+    md.add_argument("--expect", default=None, metavar="'CHECK[, CHECK] — why'",
+                    help="what selftest must see fail, and why (default: the header of the "
+                         "patch already there, to regenerate it after the reference changed)")
+    md.add_argument("--note", action="append", default=[],
+                    help="a line for the header under the expectation (why a patch is long, say)")
+    md.add_argument("--context", type=int, default=3, help="lines of context around a change")
+
+    ma = sub.add_parser("mutant-apply", help="write out a mutant: its patch applied to the "
+                                             "reference solution")
+    ma.add_argument("exercise")
+    ma.add_argument("name", help="NAME for mutants/NAME.patch, NAME.hip for NAME.hip.patch")
+    ma.add_argument("--out", type=Path, default=None, help="write here (default: stdout)")
+    ma.add_argument("--reference", type=Path, default=None,
+                    help="apply the patch to this file instead of the reference solution (an "
+                         "older reference from git, to regenerate the patch: docs/authoring.md)")
+
     b = sub.add_parser("bench", help="GPU: copy ceiling, torch and references on the graded "
                                      "shapes, the traffic table, repeatability, latency")
     b.add_argument("--out", type=Path, default=None, help="write the tables as markdown here")
@@ -118,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_selftest(Device(args.device), jobs=args.jobs, only=args.exercise,
                                 sandbox=not args.no_sandbox)
+        if args.command in ("mutant-diff", "mutant-apply"):
+            return _mutant_diff(args) if args.command == "mutant-diff" else _mutant_apply(args)
         if args.command == "worker":
             from .worker import run_worker
 
@@ -146,6 +172,74 @@ def _list(as_json: bool) -> int:
         print(f"{name:<16} {spec.title}: {spec.summary}")
         print(f"{'':<16} entry points: {', '.join(spec.entry_points)}; "
               f"checks: {', '.join(c.name for c in spec.checks)}")
+    return EXIT_PASSED
+
+
+def _mutant_diff(args: argparse.Namespace) -> int:
+    from .mutants import (OTHER_SUFFIXES, PATCH_SUFFIX, PatchError, make_header, make_patch,
+                          split_patch)
+    from .registry import references_root
+    from .selftest import read_expectation, validate_expectation
+
+    try:
+        exercise = get_exercise(args.exercise)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    suffix = args.file.suffix
+    reference = references_root() / exercise.name / f"solution{suffix}"
+    if suffix not in (".py",) + OTHER_SUFFIXES or not reference.is_file():
+        print(f"error: {args.file}: no reference solution {reference} to diff it against",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", args.name):
+        print(f"error: --name {args.name!r}: lower case, digits and _ only", file=sys.stderr)
+        return EXIT_USAGE
+    patch = (reference.parent / "mutants" /
+             f"{args.name}{'' if suffix == '.py' else suffix}{PATCH_SUFFIX}")
+    try:
+        if args.expect is not None:
+            header = make_header(args.expect, args.note)
+        elif patch.is_file():  # regenerating: the header stays as it was
+            header = split_patch(patch.read_text(), str(patch))[0]
+        else:
+            print(f"error: {patch} does not exist yet: give --expect", file=sys.stderr)
+            return EXIT_USAGE
+        text = make_patch(reference.read_text(), args.file.read_text(), header,
+                          reference.name, f"{args.name}{suffix}", context=args.context)
+        patch.parent.mkdir(exist_ok=True)
+        tmp = patch.with_name(patch.name + ".new")
+        tmp.write_text(text)
+        expect, _ = read_expectation(tmp)  # the header must read back as selftest reads it
+        validate_expectation(patch, expect, {c.name for c in exercise.checks})
+        tmp.replace(patch)
+    except (PatchError, ValueError, OSError) as exc:
+        patch.with_name(patch.name + ".new").unlink(missing_ok=True)
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    changed = sum(1 for line in text.splitlines()[len(header.splitlines()) + 2:]
+                  if line[:1] in "+-")
+    print(f"wrote {patch} ({changed} lines added or removed; expect {', '.join(expect)})")
+    return EXIT_PASSED
+
+
+def _mutant_apply(args: argparse.Namespace) -> int:
+    from .mutants import PatchError, apply_patch, get_mutant
+
+    try:
+        mutant = get_mutant(args.exercise, args.name)
+        source = apply_patch((args.reference or mutant.reference).read_text(),
+                             mutant.patch.read_text(), mutant.label)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    except (PatchError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.out is None:
+        sys.stdout.write(source)
+    else:
+        args.out.write_text(source)
     return EXIT_PASSED
 
 

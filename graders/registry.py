@@ -1,7 +1,10 @@
-"""Finds the exercises: every folder under ``exercises/`` that holds a ``spec.toml``.
+"""Finds the exercises: every folder under the exercises folder that holds a ``spec.toml``.
 
-Adding an exercise is adding a folder (and its reference solutions); nothing
-here changes.
+Adding an exercise is adding a folder (and its reference solutions); nothing here
+changes (docs/authoring.md). Both folders are settings, so that a course can keep its
+exercises in a repository of its own: ``GRADERS_EXERCISES`` (default: ``exercises/`` of
+this repository) and ``GRADERS_REFERENCES`` (default: ``reference_solutions/``), read at
+every call. The server passes them on to every graders process it starts.
 """
 
 from __future__ import annotations

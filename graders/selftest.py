@@ -1,7 +1,8 @@
 """``python -m graders selftest``: the graders grade the course's own kernels.
 
 Every reference solution must pass. Every mutant (a known-wrong kernel from the
-course) must fail, on the check its first line names::
+course, kept as a patch of its reference: graders/mutants.py) must fail, on the
+check its patch's header names first::
 
     # expect: poisoned_row — naive exp without the max subtraction
 
@@ -11,38 +12,45 @@ or on every one of the checks it names, separated by commas::
 
 (the verdict must be ``failed`` and each named check among the failed ones; other
 checks may fail too), or with the verdict it names, alone (``# expect: rejected``).
-HIP files use ``//`` instead of ``#``. On the CPU a HIP file is only compiled, so
-there every reference and mutant must come out ``compiled``. Anything else exits 1.
+On the CPU a HIP file is only compiled, so there every reference and mutant must
+come out ``compiled``. A patch that no longer applies to its reference is a wrong
+case that names the patch and the hunk. Anything else exits 1.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from .checker import grade
+from .mutants import Mutant, PatchError, list_mutants, materialise, split_patch
+from .mutants import read_expectation as read_header_expectation
 from .registry import all_exercises, references_root
 from .results import GradeResult
 from .sandbox import default_launcher
 from .spec import ExerciseSpec
 from .vocabulary import Device, Verdict
 
-_NAME = r"[a-z_][a-z0-9_]*"
-_EXPECT = re.compile(rf"^(?:#|//)\s*expect:\s*({_NAME}(?:\s*,\s*{_NAME})*)\s*(?:[—-]+\s*(.*))?$")
 SUBMISSION_SUFFIXES = (".py", ".hip", ".cpp")
 
 
 @dataclass
 class Case:
     exercise: ExerciseSpec
-    path: Path
+    path: Path  # a reference solution, or a mutant's patch
     expect: tuple[str, ...]  # ("passed",), one verdict, or check names that must all fail
     why: str = ""
+    mutant: Mutant | None = None  # graded as its patch applied to a temporary copy
+
+    @property
+    def suffix(self) -> str:
+        """The graded file's suffix, which picks its language."""
+        return self.mutant.suffix if self.mutant else self.path.suffix
 
     @property
     def label(self) -> str:
@@ -50,13 +58,8 @@ class Case:
 
 
 def read_expectation(path: Path) -> tuple[tuple[str, ...], str]:
-    """The names on a mutant's first line (a verdict, or checks that must all fail) and why."""
-    lines = path.read_text().splitlines()
-    match = _EXPECT.match(lines[0].strip()) if lines else None
-    if not match:
-        raise ValueError(f"{path}: the first line must be '# expect: CHECK[, CHECK...] — why'")
-    names = tuple(name.strip() for name in match.group(1).split(","))
-    return names, (match.group(2) or "").strip()
+    """The names in a mutant patch's header (a verdict, or checks that must all fail) and why."""
+    return read_header_expectation(split_patch(path.read_text(), str(path))[0], str(path))
 
 
 def validate_expectation(path: Path, expect: tuple[str, ...], checks: set[str]) -> None:
@@ -81,17 +84,16 @@ def collect(only: list[str] | None = None) -> list[Case]:
         if not refs:
             raise ValueError(f"exercise {name} has no reference solution under {folder}")
         cases += [Case(exercise, p, ("passed",)) for p in refs]
-        for path in sorted(p for p in (folder / "mutants").iterdir()
-                           if p.suffix in SUBMISSION_SUFFIXES):
-            expect, why = read_expectation(path)
-            validate_expectation(path, expect, {c.name for c in exercise.checks})
-            cases.append(Case(exercise, path, expect, why))
+        for mutant in list_mutants(name):
+            expect, why = read_expectation(mutant.patch)
+            validate_expectation(mutant.patch, expect, {c.name for c in exercise.checks})
+            cases.append(Case(exercise, mutant.patch, expect, why, mutant))
     return cases
 
 
 def judge(case: Case, result: GradeResult) -> bool:
     failed = {c.name for c in result.checks if c.ran and not c.passed}
-    if case.path.suffix != ".py" and result.device == Device.CPU.value:
+    if case.suffix != ".py" and result.device == Device.CPU.value:
         # HIP without a GPU is compile-only: every reference and mutant must compile
         return result.verdict is Verdict.COMPILED
     if len(case.expect) == 1 and case.expect[0] in {v.value for v in Verdict}:
@@ -125,19 +127,33 @@ def run_selftest(device: Device, jobs: int | None = None, only: list[str] | None
     # gradings already run side by side: one runner each, so the host is not oversubscribed
     lanes = 1 if jobs > 1 else None
 
-    def run(case: Case) -> tuple[Case, GradeResult]:
-        return case, grade(case.exercise, case.path, device, launcher=launcher,
+    def run(case: Case, work: Path) -> tuple[Case, GradeResult | str]:
+        path = case.path
+        if case.mutant is not None:
+            try:  # each exercise its own folder: two exercises may share a mutant's name
+                (work / case.exercise.name).mkdir(exist_ok=True)
+                path = materialise(case.mutant, work / case.exercise.name)
+            except PatchError as exc:
+                return case, str(exc)  # a patch that does not apply is a wrong case
+        return case, grade(case.exercise, path, device, launcher=launcher,
                            performance=False, lanes=lanes)  # verdicts only; bench times
 
     wrong = 0
+    result: GradeResult | str | None = None
     width = max(len(c.label) for c in cases)
     expect_width = max(len(", ".join(c.expect)) for c in cases)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for case, result in pool.map(run, cases):
+    with tempfile.TemporaryDirectory(prefix="selftest-mutants-") as tmp, \
+            ThreadPoolExecutor(max_workers=jobs) as pool:
+        for case, result in pool.map(lambda c: run(c, Path(tmp)), cases):
+            expect = ", ".join(case.expect)
+            if isinstance(result, str):
+                wrong += 1
+                print(f"WRONG {case.label:<{width}}  expect {expect:<{expect_width}}  "
+                      f"got a patch that does not apply\n      {result}", flush=True)
+                continue
             ok = judge(case, result)
             wrong += not ok
             mark = "ok   " if ok else "WRONG"
-            expect = ", ".join(case.expect)
             print(f"{mark} {case.label:<{width}}  expect {expect:<{expect_width}}  "
                   f"got {describe(result)}  [{result.duration_s:.1f} s]", flush=True)
             if not ok:
@@ -145,7 +161,7 @@ def run_selftest(device: Device, jobs: int | None = None, only: list[str] | None
                 for check in result.checks:
                     if check.ran and not check.passed:
                         print(f"      {check.name}: {check.message}")
-    device_name = result.device_name if cases else device.value
+    device_name = result.device_name if isinstance(result, GradeResult) else device.value
     print(f"{len(cases) - wrong} of {len(cases)} as expected on {device_name} "
           f"in {time.monotonic() - started:.0f} s")
     return 0 if wrong == 0 else 1

@@ -5,7 +5,7 @@ seconds per grading (sandbox, torch, CUDA, the known-answer kernel). A worker ke
 slot and its warm runners (graders.pool) and takes jobs one after another, as JSON
 lines on its standard input; it answers each with one JSON line on standard output:
 
-    in:  {"id": 7, "exercise": "safe_softmax", "file": "/path/submission.py", "timing": true,
+    in:  {"id": 7, "exercise": "some_exercise", "file": "/path/submission.py", "timing": true,
           "params": {"rows": 3072}}   (params: the exercise's per-student values, if any)
     out: {"id": 7, "check": {"name": "random_rows", "passed": true, ...}}   (one per check,
          as it ends: progress for the student's page)

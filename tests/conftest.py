@@ -1,6 +1,9 @@
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from graders.checker import grade  # noqa: E402
+from graders.mutants import get_mutant, materialise  # noqa: E402
 from graders.registry import get_exercise  # noqa: E402
 from graders.vocabulary import Device  # noqa: E402
 
@@ -23,6 +27,21 @@ def _has_cuda() -> bool:
 
 
 HAS_CUDA = _has_cuda()
+
+
+# the course's mutants are patches (graders/mutants.py): tests grade them written out here,
+# a folder other uids may read (a sandboxed runner, a job uid)
+_MUTANTS = Path(tempfile.mkdtemp(prefix="test-mutants-"))
+_MUTANTS.chmod(0o755)
+atexit.register(shutil.rmtree, _MUTANTS, ignore_errors=True)
+
+
+def mutant_file(exercise: str, name: str) -> Path:
+    """A course mutant as a file: ``mutant_file("safe_softmax", "naive_unsafe_exp")``
+    (``"naive_unsafe_exp.hip"`` for the HIP one), its patch applied to the reference."""
+    folder = _MUTANTS / exercise
+    folder.mkdir(mode=0o755, exist_ok=True)
+    return materialise(get_mutant(exercise, name), folder)
 
 
 ATTACK_TABLE: list[tuple[str, str, float, str]] = []  # filled by test_attacks.py

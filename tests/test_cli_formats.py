@@ -11,14 +11,14 @@ import sys
 import pytest
 from lxml import etree
 
-from conftest import REPO, run_cli
+from conftest import REPO, mutant_file, run_cli
 from graders.formats.github import annotation_path, command
 from graders.formats.junit import render_junit
 from graders.results import CheckResult, GradeResult
 from graders.vocabulary import Verdict
 
 PASSING = "reference_solutions/safe_softmax/solution.py"
-FAILING = "reference_solutions/safe_softmax/mutants/naive_unsafe_exp.py"  # poisoned_row, underflow
+FAILING = str(mutant_file("safe_softmax", "naive_unsafe_exp"))  # poisoned_row, underflow
 SYNTAX_ERROR = "tests/fixtures/syntax_error.py"  # compile_error on line 4
 
 # The subset of the common Jenkins/Ant JUnit schema that the graders emit, written here so

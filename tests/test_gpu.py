@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, mutant_file, run_cli
 from graders.launch import RunnerJob
 from graders.registry import get_exercise
 from graders.sandbox import BwrapLauncher
@@ -175,7 +175,7 @@ def test_selftest_on_cuda_in_the_sandbox():
 def test_a_row_per_program_kernel_fails_long_rows_in_seconds_with_its_points(name):
     """Issue 11: the tutorial's design asks for a 524288-wide block on 300007 columns; the
     block limit refuses it at once, and the checks it passed keep their points."""
-    path = REPO / "reference_solutions" / "safe_softmax" / "mutants" / name
+    path = mutant_file("safe_softmax", name.removesuffix(".py"))
     started = time.monotonic()
     proc = run_cli("grade", "safe_softmax", str(path), "--device", "cuda", "--json",
                    "--no-timing")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, mutant_file, run_cli
 from graders.checker import grade
 from graders.registry import get_exercise
 from graders.sandbox import Limits
@@ -199,7 +199,7 @@ def test_masked_and_online_references_pass(grade_source):
 
 
 def test_a_mutant_fails_with_the_course_words_and_a_row_dump(grade_source):
-    naive = REPO / "reference_solutions" / "safe_softmax" / "mutants" / "naive_unsafe_exp.py"
+    naive = mutant_file("safe_softmax", "naive_unsafe_exp")
     result = grade_source("safe_softmax", naive.read_text())
     check = next(c for c in result.checks if c.name == "poisoned_row")
     assert not check.passed
@@ -264,7 +264,7 @@ def test_cli_exit_codes_and_list():
     for name in ("safe_softmax", "masked_softmax", "online_softmax"):
         assert name in listed.stdout
     assert run_cli("grade", "no_such_exercise", "x.py").returncode == 2
-    naive = REPO / "reference_solutions" / "safe_softmax" / "mutants" / "naive_unsafe_exp.py"
+    naive = mutant_file("safe_softmax", "naive_unsafe_exp")
     proc = run_cli("grade", "safe_softmax", str(naive), "--device", "cpu")
     assert proc.returncode == 1
     assert "FAIL  poisoned_row" in proc.stdout
@@ -284,7 +284,7 @@ ROW_PER_PROGRAM = {  # fixture -> exactly the checks it fails, on the CPU and on
 def test_a_row_per_program_kernel_fails_long_rows_at_once_and_keeps_its_other_points(name):
     """Its 131072-wide block is refused before anything compiles (the same words as on
     a GPU); the checks it passed keep their points."""
-    path = REPO / "reference_solutions" / "safe_softmax" / "mutants" / name
+    path = mutant_file("safe_softmax", name.removesuffix(".py"))
     result = grade(get_exercise("safe_softmax"), path, Device.CPU)
     failed = {c.name for c in result.checks if not c.passed}
     assert result.verdict is Verdict.FAILED and failed == ROW_PER_PROGRAM[name]
@@ -298,7 +298,7 @@ def test_a_row_per_program_kernel_fails_long_rows_at_once_and_keeps_its_other_po
 def test_checks_split_over_lanes_judge_as_one_lane_does():
     """With several lanes a check's shapes run as parts in parallel runners; the verdict,
     the failing checks and the points are those of the one-lane run."""
-    path = REPO / "reference_solutions" / "safe_softmax" / "mutants" / "row_per_program_naive_exp.py"
+    path = mutant_file("safe_softmax", "row_per_program_naive_exp")
     one = grade(get_exercise("safe_softmax"), path, Device.CPU, lanes=1)
     three = grade(get_exercise("safe_softmax"), path, Device.CPU, lanes=3)
     assert [(c.name, c.passed, c.points) for c in one.checks] == \
@@ -367,7 +367,7 @@ def test_the_cli_prints_a_line_per_check_on_a_terminal_and_nothing_extra_when_pi
     import os
     import pty
 
-    ref = str(REPO / "reference_solutions" / "safe_softmax" / "mutants" / "naive_unsafe_exp.py")
+    ref = str(mutant_file("safe_softmax", "naive_unsafe_exp"))
     argv = [sys.executable, "-m", "graders", "grade", "safe_softmax", ref, "--device", "cpu"]
     main, secondary = pty.openpty()
     proc = subprocess.Popen(argv, cwd=REPO, stdout=secondary, stderr=secondary)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, mutant_file, run_cli
 from graders.checker import applicable_checks
 from graders.hip.nvrtc import compile_source
 from graders.hip.source import prepare
@@ -14,7 +14,8 @@ from graders.registry import all_exercises, get_exercise
 from graders.vocabulary import Language
 
 HIP_FILES = sorted((REPO / "reference_solutions").glob("*/*.hip")) + \
-    sorted((REPO / "reference_solutions").glob("*/mutants/*.hip")) + \
+    [mutant_file(p.parent.parent.name, p.name.removesuffix(".patch"))
+     for p in sorted((REPO / "reference_solutions").glob("*/mutants/*.hip.patch"))] + \
     sorted((REPO / "exercises").glob("*/skeleton.hip"))
 FIXTURES = sorted((REPO / "tests" / "fixtures" / "hip").glob("*.hip"))
 
@@ -29,7 +30,8 @@ def test_every_exercise_taking_hip_has_a_reference_a_skeleton_and_kernels():
         assert "## HIP submissions" in exercise.statement_path.read_text()
 
 
-@pytest.mark.parametrize("path", HIP_FILES, ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("path", HIP_FILES, ids=lambda p: str(
+    p.relative_to(REPO) if p.is_relative_to(REPO) else f"mutants/{p.parent.name}/{p.name}"))
 def test_hip_references_mutants_and_skeletons_compile(path):
     result = compile_source(path.read_text(), path.name)
     assert result.ok, result.log

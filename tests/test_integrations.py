@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import mutant_file
+
 REPO = Path(__file__).resolve().parent.parent
 REFS = REPO / "reference_solutions" / "safe_softmax"
 REFERENCE = REFS / "solution.py"
-NAIVE = REFS / "mutants" / "naive_unsafe_exp.py"
-ROW_PER_PROGRAM = REFS / "mutants" / "row_per_program.py"
+NAIVE = mutant_file("safe_softmax", "naive_unsafe_exp")  # from its patch, graders/mutants.py
+ROW_PER_PROGRAM = mutant_file("safe_softmax", "row_per_program")
 CHECKS = {"random_rows", "poisoned_row", "half_precision_overflow", "non_power_of_two_cols",
           "long_rows", "tiny_rows", "underflow", "fresh_inputs"}
 # what each file must fail on the CPU (reference_solutions' own `# expect:` lines)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, mutant_file
 from graders.bench.load import (CLASSES, SECTION, MixEntry, Record, busy_per_hour, class_rows,
                                 load_mix, percentile, render_section, run_load_bench,
                                 select_mix, throughput_per_hour, write_section)
@@ -106,8 +106,8 @@ def test_a_small_mix_through_the_real_server_on_the_cpu(tmp_path):
     broken = tmp_path / "compile_error.py"
     broken.write_text("def softmax(x)\n    return x\n")
     mix = [MixEntry(broken, "safe_softmax", "passing"),
-           MixEntry(REPO / "reference_solutions/safe_softmax/mutants/torch_softmax_inside.py",
-                    "safe_softmax", "mutant")]
+           MixEntry(mutant_file("safe_softmax", "torch_softmax_inside"), "safe_softmax",
+                    "mutant")]
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\nkept\n")
 

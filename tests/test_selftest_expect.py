@@ -1,4 +1,5 @@
-"""The selftest's '# expect:' line: parsing, validation and judging (no grading runs)."""
+"""The selftest's '# expect:' line (a mutant patch's header): parsing, validation and
+judging (no grading runs)."""
 
 from pathlib import Path
 
@@ -11,9 +12,10 @@ from graders.vocabulary import Verdict
 CHECKS = {"random_rows", "poisoned_row", "non_power_of_two_cols", "long_rows", "underflow"}
 
 
-def _mutant(tmp_path, first_line, name="mutant.py"):
+def _mutant(tmp_path, first_line, name="mutant.patch"):
+    """A mutant patch whose header is ``first_line``."""
     path = tmp_path / name
-    path.write_text(first_line + '\n"""A mutant."""\n')
+    path.write_text(first_line + "\n--- solution.py\n+++ mutant.py\n@@ -1 +1 @@\n-a\n+b\n")
     return path
 
 
@@ -50,8 +52,13 @@ def test_spacing_around_commas_and_hyphen_separator(tmp_path):
 
 def test_verdict_without_reason_and_hip_comment(tmp_path):
     assert read_expectation(_mutant(tmp_path, "# expect: rejected")) == (("rejected",), "")
-    hip = _mutant(tmp_path, "// expect: causal, long_rows — why", name="m.hip")
+    hip = _mutant(tmp_path, "// expect: causal, long_rows — why", name="m.hip.patch")
     assert read_expectation(hip) == (("causal", "long_rows"), "why")
+
+
+def test_the_why_goes_on_over_comment_lines_until_a_lone_hash(tmp_path):
+    path = _mutant(tmp_path, "# expect: long_rows — one program\n# per row\n#\n# a note, not why")
+    assert read_expectation(path) == (("long_rows",), "one program per row")
 
 
 @pytest.mark.parametrize("first_line", [
@@ -66,10 +73,12 @@ def test_malformed_first_lines_are_refused(tmp_path, first_line):
         read_expectation(_mutant(tmp_path, first_line))
 
 
-def test_empty_file_is_refused(tmp_path):
-    path = tmp_path / "empty.py"
-    path.write_text("")
+def test_empty_header_or_file_is_refused(tmp_path):
     with pytest.raises(ValueError, match="first line must be"):
+        read_expectation(_mutant(tmp_path, "").with_name("mutant.patch"))
+    path = tmp_path / "empty.patch"
+    path.write_text("")
+    with pytest.raises(ValueError, match="not a unified diff"):
         read_expectation(path)
 
 
@@ -145,6 +154,6 @@ def test_the_repository_expectations_all_validate():
     cases = collect()  # reads every first line and checks its names; grades nothing
     by_name = {case.path.name: case.expect for case in cases
                if case.exercise.name == "safe_softmax"}
-    assert by_name["row_per_program.py"] == ("long_rows",)
-    assert by_name["row_per_program_naive_exp.py"] == ("poisoned_row", "underflow", "long_rows")
-    assert by_name["row_per_program_tail_zero.py"] == ("non_power_of_two_cols", "long_rows")
+    assert by_name["row_per_program.patch"] == ("long_rows",)
+    assert by_name["row_per_program_naive_exp.patch"] == ("poisoned_row", "underflow", "long_rows")
+    assert by_name["row_per_program_tail_zero.patch"] == ("non_power_of_two_cols", "long_rows")

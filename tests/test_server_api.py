@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from conftest import REPO
+from conftest import REPO, mutant_file
 from server.app import create_app
 from server.models import GradeRun, Submission
 from server.settings import Settings
@@ -296,8 +296,7 @@ def test_real_grader_end_to_end(tmp_path):
     with running(f"sqlite:///{tmp_path / 'db.sqlite'}", grader_command="") as client:
         tokens = add_students(client, "ada", "bob")
         ref = (REPO / "reference_solutions" / "safe_softmax" / "solution.py").read_text()
-        naive = (REPO / "reference_solutions" / "safe_softmax" / "mutants" /
-                 "naive_unsafe_exp.py").read_text()
+        naive = mutant_file("safe_softmax", "naive_unsafe_exp").read_text()
         a = submit(client, tokens["ada"], ref).json()["id"]
         b = submit(client, tokens["bob"], naive).json()["id"]
         good = wait_done(client, tokens["ada"], a, timeout=120)

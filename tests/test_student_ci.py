@@ -27,6 +27,8 @@ from pathlib import Path
 
 import yaml
 
+from conftest import mutant_file
+
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "student-ci.md"
 SUBSTITUTED = {"Check out my work", "Get the graders", "Set up Python",
@@ -93,7 +95,7 @@ def test_a_passing_submission_gets_a_notice_and_exit_0(tmp_path):
 
 
 def test_a_failing_submission_marks_each_failed_check_and_fails_the_step(tmp_path):
-    mutant = REPO / "reference_solutions/safe_softmax/mutants/naive_unsafe_exp.py"
+    mutant = mutant_file("safe_softmax", "naive_unsafe_exp")
     run = _run_workflow(tmp_path, mutant)
     assert run.returncode == 1, run.stdout + run.stderr
     errors = [line for line in run.stdout.splitlines() if line.startswith("::error ")]

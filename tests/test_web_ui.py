@@ -17,7 +17,7 @@ import time
 import httpx
 import pytest
 
-from conftest import REPO
+from conftest import REPO, mutant_file
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = REPO / "artifacts" / "screenshots"
@@ -152,7 +152,7 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
 
     # a mutant by file upload: failed, the named check, its row dump with NaN highlighted
     student.goto(f"{base}/exercises/safe_softmax")
-    mutant = REPO / "reference_solutions/safe_softmax/mutants/naive_unsafe_exp.py"
+    mutant = mutant_file("safe_softmax", "naive_unsafe_exp")
     student.get_by_label("…or upload a file").set_input_files(str(mutant))
     student.get_by_role("button", name="Submit for grading").click()
     assert _verdict_once_graded(student, base) == "failed"
@@ -254,7 +254,7 @@ def test_no_page_is_wider_than_its_viewport(server, browser, width):
     token = tokens[f"phone{width}"]
     passed = _api_graded(base, token, REPO / "reference_solutions/safe_softmax/solution.py")
     failed = _api_graded(base, token,
-                         REPO / "reference_solutions/safe_softmax/mutants/naive_unsafe_exp.py")
+                         mutant_file("safe_softmax", "naive_unsafe_exp"))
     broken = _api_graded(base, token, REPO / "tests" / "fixtures" / "syntax_error.py")
     viewport = {"width": width, "height": 844}
     student = sign_in(browser, base, token, viewport=viewport)

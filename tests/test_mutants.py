@@ -1,0 +1,176 @@
+"""Mutants as patches (graders/mutants.py): applying, refusing, writing, and the course's own."""
+
+import tomllib
+
+import pytest
+
+from conftest import REPO, run_cli
+from graders.mutants import (PatchError, apply_patch, get_mutant, list_mutants, make_header,
+                             make_patch, materialise)
+from graders.registry import all_exercises
+
+REFERENCE = "".join(f"line {i}\n" for i in range(1, 31))
+HEADER = "# expect: random_rows — line 10 is wrong\n"
+
+
+def _edited(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+def test_a_patch_round_trips_and_is_small():
+    mutant = _edited(REFERENCE, "line 10\n", "line ten\n")
+    patch = make_patch(REFERENCE, mutant, HEADER, "solution.py", "m.py")
+    assert patch.startswith(HEADER + "--- solution.py\n+++ m.py\n@@ -7,7 +7,7 @@\n")
+    assert sum(line[:1] in "+-" for line in patch.splitlines()[3:]) == 2
+    assert apply_patch(REFERENCE, patch) == mutant
+
+
+def test_a_hunk_follows_its_context_when_the_reference_grows_elsewhere():
+    patch = make_patch(REFERENCE, _edited(REFERENCE, "line 20\n", "line twenty\n"), HEADER,
+                       "solution.py", "m.py")
+    grown = "a new first line\n" + REFERENCE + "a new last line\n"
+    assert apply_patch(grown, patch) == _edited(grown, "line 20\n", "line twenty\n")
+
+
+def test_a_patch_whose_context_changed_names_itself_the_hunk_and_the_line():
+    patch = make_patch(REFERENCE, _edited(REFERENCE, "line 20\n", "line twenty\n"), HEADER,
+                       "solution.py", "m.py")
+    changed = _edited(REFERENCE, "line 19\n", "line nineteen\n")
+    with pytest.raises(PatchError) as caught:
+        apply_patch(changed, patch, "safe/mutants/m.patch")
+    text = str(caught.value)
+    assert text.startswith("safe/mutants/m.patch: hunk 1 (line 17 of the reference) does not "
+                           "apply")
+    assert "'line nineteen' at line 19 where the patch expects 'line 19'" in text
+
+
+def test_files_without_a_final_newline_and_insertions_at_either_end():
+    reference = "a\nb\nc"
+    for mutant in ("a\nb\nc\n", "a\nb\nC", "first\na\nb\nc\nlast"):
+        patch = make_patch(reference, mutant, HEADER, "solution.py", "m.py")
+        assert apply_patch(reference, patch) == mutant, patch
+
+
+def test_the_patch_is_refused_when_it_is_the_reference_or_not_a_diff():
+    with pytest.raises(PatchError, match="no bug to keep"):
+        make_patch(REFERENCE, REFERENCE, HEADER, "solution.py", "m.py")
+    with pytest.raises(PatchError, match="not a unified diff"):
+        apply_patch(REFERENCE, HEADER + "just words\n", "m.patch")
+    with pytest.raises(PatchError, match="cut short"):
+        apply_patch(REFERENCE, HEADER + "--- solution.py\n+++ m.py\n@@ -1,3 +1,3 @@\n line 1\n")
+
+
+def test_a_long_expectation_wraps_and_reads_back_whole():
+    why = "the block is capped at 1024 columns " * 6
+    header = make_header(f"long_rows, poisoned_row — {why}", ["A note.", "Another."])
+    assert all(len(line) <= 96 for line in header.splitlines())
+    from graders.mutants import read_expectation
+
+    assert read_expectation(header, "h") == (("long_rows", "poisoned_row"), " ".join(why.split()))
+
+
+def test_mutant_diff_and_mutant_apply_through_the_cli(tmp_path, monkeypatch):
+    """The authors' command writes mutants/NAME.patch beside the reference, keeps the header
+    when it regenerates, and refuses an expectation that names no check."""
+    refs = tmp_path / "refs"
+    (refs / "safe_softmax").mkdir(parents=True)
+    reference = (REPO / "reference_solutions/safe_softmax/solution.py").read_text()
+    (refs / "safe_softmax" / "solution.py").write_text(reference)
+    edited = tmp_path / "edited.py"
+    edited.write_text(reference.replace("\n", "\n# an edit\n", 40)[-2000:] + "\n")
+    monkeypatch.setenv("GRADERS_REFERENCES", str(refs))
+
+    def cli(*args):
+        import os
+        import subprocess
+        import sys
+
+        return subprocess.run([sys.executable, "-m", "graders", *args], cwd=REPO, text=True,
+                              capture_output=True, env={**os.environ}, timeout=60)
+
+    made = cli("mutant-diff", "safe_softmax", str(edited), "--name", "tail_zero",
+               "--expect", "non_power_of_two_cols — the tail is loaded as 0.0")
+    assert made.returncode == 0, made.stderr
+    patch = refs / "safe_softmax" / "mutants" / "tail_zero.patch"
+    assert patch.read_text().startswith("# expect: non_power_of_two_cols — the tail is loaded "
+                                        "as 0.0\n--- solution.py\n+++ tail_zero.py\n@@ ")
+    again = cli("mutant-diff", "safe_softmax", str(edited), "--name", "tail_zero")
+    assert again.returncode == 0 and patch.read_text().startswith("# expect: non_power_of_two")
+    shown = cli("mutant-apply", "safe_softmax", "tail_zero")
+    assert shown.returncode == 0 and shown.stdout == edited.read_text()
+    wrong = cli("mutant-diff", "safe_softmax", str(edited), "--name", "other",
+                "--expect", "no_such_check — why")
+    assert wrong.returncode == 2 and "neither a check nor a verdict" in wrong.stderr
+    assert not (refs / "safe_softmax" / "mutants" / "other.patch").exists()
+    missing = cli("mutant-apply", "safe_softmax", "nope")
+    assert missing.returncode == 2 and "tail_zero.patch" in missing.stderr
+
+
+# ---- the course's own mutants --------------------------------------------------------
+
+def test_every_course_mutant_is_a_patch_that_applies(tmp_path):
+    count = 0
+    for exercise in all_exercises():
+        folder = tmp_path / exercise
+        folder.mkdir()
+        for mutant in list_mutants(exercise):
+            source = materialise(mutant, folder).read_text()
+            assert source != mutant.reference.read_text()
+            assert mutant.expectation()[1], f"{mutant.label} should say why it is wrong"
+            count += 1
+    assert count == 25
+
+
+def test_only_patches_and_the_copies_the_load_bench_still_names_are_in_mutants(tmp_path):
+    """A full copy left in mutants/ would never be graded. The load bench's manifest
+    (graders/bench/mix/manifest.toml) still names nine mutants as files; until it
+    materialises them from their patches, those copies stay, and must be exactly what
+    their patch gives (below their old first-line '# expect:' comment)."""
+    manifest = tomllib.loads((REPO / "graders/bench/mix/manifest.toml").read_text())
+    named = {REPO / e["file"] for e in manifest["entry"] if "/mutants/" in e["file"]}
+    for path in sorted((REPO / "reference_solutions").glob("*/mutants/*")):
+        if path.name.endswith(".patch"):
+            continue
+        assert path in named, f"{path}: a mutant is a .patch (python -m graders mutant-diff)"
+        source = materialise(get_mutant(path.parent.parent.name, path.name), tmp_path).read_text()
+        copy = path.read_text()
+        assert copy.endswith(source)
+        assert all(line.startswith("#") for line in copy[:-len(source)].splitlines())
+
+
+def test_a_patch_that_no_longer_applies_is_a_wrong_case_of_selftest_naming_it(
+        tmp_path, monkeypatch, capsys):
+    """The selftest grades a mutant from its patch; a patch whose context is gone is a
+    failure of the selftest that names the patch and why, and nothing grades it."""
+    import shutil
+
+    import graders.selftest as selftest
+    from graders.results import GradeResult
+    from graders.vocabulary import Device, Verdict
+
+    refs = tmp_path / "refs"
+    shutil.copytree(REPO / "reference_solutions" / "safe_softmax", refs / "safe_softmax",
+                    ignore=shutil.ignore_patterns("*.hip", "*.hip.patch"))
+    for path in (refs / "safe_softmax" / "mutants").iterdir():
+        if path.name != "writes_zeros.patch":
+            path.unlink()
+    solution = refs / "safe_softmax" / "solution.py"
+    patch = (refs / "safe_softmax" / "mutants" / "writes_zeros.patch").read_text()
+    context = next(line[1:] for line in patch.splitlines()[3:] if line.startswith("-"))
+    solution.write_text(solution.read_text().replace(context, context + "  # changed", 1))
+    monkeypatch.setenv("GRADERS_REFERENCES", str(refs))
+    graded = []
+
+    def fake_grade(exercise, path, device, **kwargs):  # the reference "passes"; no runner
+        graded.append(path.name)
+        return GradeResult(exercise.name, "triton", "cpu", Verdict.PASSED, 100.0)
+
+    monkeypatch.setattr(selftest, "grade", fake_grade)
+    assert selftest.run_selftest(Device.CPU, jobs=1, only=["safe_softmax"], sandbox=False) == 1
+    out = capsys.readouterr().out
+    assert graded == ["solution.py"]
+    assert "WRONG safe_softmax/mutants/writes_zeros.patch" in out
+    assert "safe_softmax/mutants/writes_zeros.patch: hunk 1 (line " in out
+    assert "does not apply" in out and "# changed" in out
+    assert out.rstrip().splitlines()[-1].startswith("1 of 2 as expected")
