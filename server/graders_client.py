@@ -29,6 +29,17 @@ from .settings import REPO_ROOT, Settings
 
 log = logging.getLogger("server.graders")
 LANGUAGE_BY_SUFFIX = {".py": "triton", ".cpp": "hip", ".hip": "hip"}
+# where the graders find the course (graders/registry.py): the server only passes them on
+COURSE_FOLDERS = ("GRADERS_EXERCISES", "GRADERS_REFERENCES")
+
+
+def pass_on_course_folders() -> None:
+    """Make the course's folders absolute in this process's environment, which every
+    graders process it starts inherits: they run from the repository root, not from where
+    the server was started, so a relative folder would point elsewhere for them."""
+    for key in COURSE_FOLDERS:
+        if os.environ.get(key):
+            os.environ[key] = os.path.abspath(os.environ[key])
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,7 @@ class ExerciseInfo:
 class GradersClient:
     def __init__(self, settings: Settings):
         self.settings = settings
+        pass_on_course_folders()  # `list --json`, the workers and `grade` all follow them
         self.base = (shlex.split(settings.grader_command) if settings.grader_command
                      else [settings.grader_python, "-m", "graders"])
         # a stand-in grader command (the tests' fake) speaks only the one-shot CLI
