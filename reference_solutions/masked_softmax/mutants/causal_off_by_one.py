@@ -71,13 +71,15 @@ def _masked_logits(
     keep = in_bounds
     if CAUSAL:
         keep = keep & (cols < rows)  # query i may only see earlier keys
-    # Positions we already know are masked are not loaded at all: for a causal mask that
-    # skips about half of the reads.
-    x = tl.load(x_ptr + rows * x_row_stride + cols, mask=keep, other=0.0)
-    z = x * scale
+    add = 0.0
     if HAS_MASK:
         # A [1, C] mask is passed with row stride 0: every row reads the same mask row.
-        z += tl.load(mask_ptr + rows * mask_row_stride + cols, mask=keep, other=0.0)
+        add = tl.load(mask_ptr + rows * mask_row_stride + cols, mask=keep, other=0.0)
+        keep = keep & (add != NEG_INF)
+    # Positions we already know are masked are not loaded at all: for a causal mask that
+    # skips about half of the reads of x, for a padding mask the padded tail of each row.
+    x = tl.load(x_ptr + rows * x_row_stride + cols, mask=keep, other=0.0)
+    z = x * scale + add
     # Set masked positions to -inf explicitly rather than through `other=`: that also
     # covers out-of-bounds lanes whatever scale is (-inf * 0 would be NaN).
     return tl.where(keep, z, NEG_INF)
