@@ -177,9 +177,9 @@ def _list(as_json: bool) -> int:
 
 def _mutant_diff(args: argparse.Namespace) -> int:
     from .mutants import (OTHER_SUFFIXES, PATCH_SUFFIX, PatchError, make_header, make_patch,
-                          split_patch)
+                          read_expectation, split_patch)
     from .registry import references_root
-    from .selftest import read_expectation, validate_expectation
+    from .selftest import validate_expectation
 
     try:
         exercise = get_exercise(args.exercise)
@@ -205,16 +205,14 @@ def _mutant_diff(args: argparse.Namespace) -> int:
         else:
             print(f"error: {patch} does not exist yet: give --expect", file=sys.stderr)
             return EXIT_USAGE
+        # the header must read back as selftest reads it, naming checks the exercise has
+        expect, _ = read_expectation(header, str(patch))
+        validate_expectation(patch, expect, {c.name for c in exercise.checks})
         text = make_patch(reference.read_text(), args.file.read_text(), header,
                           reference.name, f"{args.name}{suffix}", context=args.context)
         patch.parent.mkdir(exist_ok=True)
-        tmp = patch.with_name(patch.name + ".new")
-        tmp.write_text(text)
-        expect, _ = read_expectation(tmp)  # the header must read back as selftest reads it
-        validate_expectation(patch, expect, {c.name for c in exercise.checks})
-        tmp.replace(patch)
-    except (PatchError, ValueError, OSError) as exc:
-        patch.with_name(patch.name + ".new").unlink(missing_ok=True)
+        patch.write_text(text)
+    except (PatchError, ValueError, OSError) as exc:  # PatchError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     changed = sum(1 for line in text.splitlines()[len(header.splitlines()) + 2:]
@@ -224,16 +222,14 @@ def _mutant_diff(args: argparse.Namespace) -> int:
 
 
 def _mutant_apply(args: argparse.Namespace) -> int:
-    from .mutants import PatchError, apply_patch, get_mutant
+    from .mutants import PatchError, get_mutant, mutant_source
 
     try:
-        mutant = get_mutant(args.exercise, args.name)
-        source = apply_patch((args.reference or mutant.reference).read_text(),
-                             mutant.patch.read_text(), mutant.label)
+        source = mutant_source(get_mutant(args.exercise, args.name), args.reference)
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return EXIT_USAGE
-    except (PatchError, OSError) as exc:
+    except PatchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.out is None:

@@ -190,13 +190,14 @@ def _hunks(diff: list[str], where: str) -> list[tuple[int, list[str], list[str]]
 def apply_patch(reference: str, patch: str, where: str = "patch") -> str:
     """The reference with the patch applied; PatchError (naming ``where``, the hunk and
     the first line that differs) when it does not apply exactly."""
-    header, diff = split_patch(patch, where)
+    diff = split_patch(patch, where)[1]
     lines = _lines(reference)
     out: list[str] = []
     pos = 0  # lines of the reference consumed so far
     offset = 0  # how far the hunks found so far sat from where their headers said
     for number, (start, old, new) in enumerate(_hunks(diff, where), 1):
-        # an empty old side (a pure insertion) sits after line `start`, else at `start`
+        # an empty old side (a pure insertion) sits after line `start`, else at `start`;
+        # where the reference moved, the match nearest to that wins, as with GNU patch
         want = (start if not old else start - 1) + offset
         candidates = sorted(range(pos, len(lines) - len(old) + 1), key=lambda at: abs(at - want))
         at = next((c for c in candidates if lines[c:c + len(old)] == old), None)
@@ -219,13 +220,24 @@ def _first_difference(lines: list[str], at: int, old: list[str]) -> str:
     return "its context is found nowhere in the reference"
 
 
-def materialise(mutant: Mutant, folder: Path) -> Path:
-    """Write the mutant's source into ``folder`` (its file name keeps the language)."""
+def mutant_source(mutant: Mutant, reference: Path | None = None) -> str:
+    """The mutant's source: its patch applied to its reference (or to ``reference``, an
+    older copy of it). The patch must name the reference it was made from: a HIP diff
+    saved as ``NAME.patch`` would otherwise be graded as Triton."""
     try:
-        source = apply_patch(mutant.reference.read_text(), mutant.patch.read_text(),
-                             mutant.label)
+        patch = mutant.patch.read_text()
+        target = split_patch(patch, mutant.label)[1][0][4:].strip()
+        if target != mutant.reference.name:
+            raise PatchError(f"{mutant.label}: patches {target}, but a mutant named "
+                             f"{mutant.patch.name} patches {mutant.reference.name}")
+        return apply_patch((reference or mutant.reference).read_text(), patch, mutant.label)
     except OSError as exc:
         raise PatchError(f"{mutant.label}: {exc}") from None
+
+
+def materialise(mutant: Mutant, folder: Path) -> Path:
+    """Write the mutant's source into ``folder`` (its file name keeps the language)."""
+    source = mutant_source(mutant)
     path = folder / mutant.filename
     path.write_text(source)
     return path

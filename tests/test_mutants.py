@@ -174,3 +174,56 @@ def test_a_patch_that_no_longer_applies_is_a_wrong_case_of_selftest_naming_it(
     assert "safe_softmax/mutants/writes_zeros.patch: hunk 1 (line " in out
     assert "does not apply" in out and "# changed" in out
     assert out.rstrip().splitlines()[-1].startswith("1 of 2 as expected")
+
+
+def test_a_patch_must_name_the_reference_its_file_name_says(tmp_path):
+    """A HIP diff saved as NAME.patch would be graded as Triton: refused, saying why."""
+    folder = tmp_path / "ex" / "mutants"
+    folder.mkdir(parents=True)
+    (tmp_path / "ex" / "solution.py").write_text(REFERENCE)
+    (folder / "m.patch").write_text(make_patch(REFERENCE, REFERENCE + "x\n", HEADER,
+                                               "solution.hip", "m.hip"))
+    with pytest.raises(PatchError, match="patches solution.hip, but a mutant named m.patch "
+                                         "patches solution.py"):
+        materialise(get_mutant("ex", "m", root=tmp_path), tmp_path)
+
+
+def test_the_guides_recipe_carries_a_mutant_onto_a_changed_reference(tmp_path, monkeypatch):
+    """docs/authoring.md, 'When the reference changes': the patch stops applying; the old
+    mutant merged onto the new reference and re-diffed gives the bug on the new reference,
+    the header kept."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    refs = tmp_path / "refs"
+    shutil.copytree(REPO / "reference_solutions" / "safe_softmax", refs / "safe_softmax")
+    monkeypatch.setenv("GRADERS_REFERENCES", str(refs))
+    solution = refs / "safe_softmax" / "solution.py"
+    old = tmp_path / "old.py"
+    shutil.copy(solution, old)
+    mutant = get_mutant("safe_softmax", "writes_zeros")
+    header = mutant.header()
+    context = next(line[1:] for line in mutant.patch.read_text().splitlines()[3:]
+                   if line.startswith(" ") and line.strip())
+    solution.write_text(solution.read_text().replace(context, context + "  # moved on", 1))
+    with pytest.raises(PatchError, match="does not apply"):
+        materialise(mutant, tmp_path)
+
+    def cli(*args):
+        proc = subprocess.run([sys.executable, "-m", "graders", *args], cwd=REPO, text=True,
+                              capture_output=True, env={**os.environ}, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    cli("mutant-apply", "safe_softmax", "writes_zeros", "--reference", str(old),
+        "--out", str(tmp_path / "old_mutant.py"))
+    shutil.copy(solution, tmp_path / "new_mutant.py")
+    merged = subprocess.run(["git", "merge-file", str(tmp_path / "new_mutant.py"), str(old),
+                             str(tmp_path / "old_mutant.py")], capture_output=True, text=True)
+    assert merged.returncode == 0, merged.stderr  # no conflict: the bug is not the change
+    cli("mutant-diff", "safe_softmax", str(tmp_path / "new_mutant.py"), "--name", "writes_zeros")
+    assert mutant.header() == header
+    source = materialise(mutant, tmp_path).read_text()
+    assert "# moved on" in source and source == (tmp_path / "new_mutant.py").read_text()
