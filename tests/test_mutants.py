@@ -4,7 +4,7 @@ import tomllib
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO
 from graders.mutants import (PatchError, apply_patch, get_mutant, list_mutants, make_header,
                              make_patch, materialise)
 from graders.registry import all_exercises
