@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 runs behind issue 11's figures (docs/benchmarks.md, docs/verification.md).
 # Usage on the device machine, from the repo root: bash docs/experiments/gpu_run.sh PART
-# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | sweep (issue 16). Results go to $OUT (or ./gpu-out).
+# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | sweep | bench (issue 16). Results go to $OUT (or ./gpu-out).
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -46,6 +46,9 @@ for part in "$@"; do case "$part" in
       --batch ${WORKERS_BATCH:-24} --settle 40 --logs "$OUT" 2>&1 | tee "$OUT/workers.log" ;;
   selftest)
     timeout ${SELFTEST_TIMEOUT:-200} python3 -m graders selftest --device cuda --jobs 8 2>&1 | tee "$OUT/selftest.log" ;;
+  bench)
+    timeout ${BENCH_TIMEOUT:-500} python3 -m graders bench --exercise ${BENCH_EXERCISE:-safe_softmax} \
+      --repeat ${BENCH_REPEAT:-5} --no-labs ${BENCH_FLAGS:-} --out "$OUT/bench.md" 2>&1 | tee "$OUT/bench.log" ;;
   sweep)
     timeout ${SWEEP_TIMEOUT:-300} python3 docs/experiments/ceiling_sweep.py --budget-s ${SWEEP_BUDGET:-150} \
       --out "$OUT/sweep.log" 2>&1 | tail -5 ;;

@@ -34,6 +34,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..mutants import get_mutant, materialise
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIX_DIR = Path(__file__).resolve().parent / "mix"
 MANIFEST = MIX_DIR / "manifest.toml"
@@ -61,14 +63,17 @@ SERVER_ENV_DROPPED = ("GRADER_COMMAND", "GRADER_PYTHON", "DEADLINES", "PUBLIC_UR
 # -- the mix -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MixEntry:
-    file: Path  # absolute
+    file: Path  # absolute: the file submitted
     exercise: str
     klass: str  # one of CLASSES
     what: str = ""
+    shown: str = ""  # how the tables name it, when not by its path (a mutant's patch)
 
     @property
     def label(self) -> str:
         """The file as the tables show it: relative to the repository when inside it."""
+        if self.shown:
+            return self.shown
         try:
             return str(self.file.relative_to(REPO_ROOT))
         except ValueError:
@@ -76,16 +81,27 @@ class MixEntry:
 
 
 def load_mix(manifest: Path = MANIFEST) -> list[MixEntry]:
-    """The entries of the manifest, each file checked to exist (a renamed file fails here,
-    not halfway through a GPU run)."""
+    """The entries of the manifest, each file checked to exist and each mutant's patch
+    applied (a renamed file or a stale patch fails here, not halfway through a GPU run).
+    Mutants are written to a temporary folder that lasts as long as this process."""
     entries = []
+    folder = None
     for row in tomllib.loads(manifest.read_text())["entry"]:
-        entry = MixEntry(REPO_ROOT / row["file"], row["exercise"], row["class"],
-                         row.get("what", ""))
+        where = row.get("file") or row.get("mutant")
+        if "mutant" in row:
+            folder = folder or Path(tempfile.mkdtemp(prefix="mix-mutants-"))
+            mutant = get_mutant(row["exercise"], row["mutant"])
+            (folder / mutant.exercise).mkdir(exist_ok=True)  # same names in two exercises
+            file = materialise(mutant, folder / mutant.exercise)
+            shown = str(mutant.patch.relative_to(REPO_ROOT)) if mutant.patch.is_relative_to(
+                REPO_ROOT) else mutant.label
+        else:
+            file, shown = REPO_ROOT / row["file"], ""
+        entry = MixEntry(file, row["exercise"], row["class"], row.get("what", ""), shown)
         if entry.klass not in CLASSES:
-            raise ValueError(f"{manifest}: {row['file']}: unknown class {entry.klass!r}")
+            raise ValueError(f"{manifest}: {where}: unknown class {entry.klass!r}")
         if not entry.file.is_file():
-            raise FileNotFoundError(f"{manifest}: {row['file']} does not exist")
+            raise FileNotFoundError(f"{manifest}: {where} does not exist")
         entries.append(entry)
     return entries
 
