@@ -12,8 +12,7 @@ ideal is to read x once and write y once. How close we get depends on the row le
 
 * rows up to ONE_PASS_MAX_COLS columns: a whole row (or several short rows) fits in one
   program's registers, so we load it once, take the max, exponentiate, sum, divide and
-  store: 1 read + 1 write, the minimum possible. On a GPU, rows of 64 KiB take the same
-  kernel in a persistent form, so that the next row's load overlaps this row's reductions;
+  store: 1 read + 1 write, the minimum possible;
 * longer rows do not fit, so each row is cut into chunks handled by different programs:
   a first kernel computes each chunk's (max, sum) with the online recurrence (one read);
   a second kernel merges the chunk statistics of its row and normalises its chunk
@@ -39,12 +38,10 @@ ONE_PASS_MAX_COLS_CPU = 8192  # under the CPU interpreter registers cost nothing
                               # lower limit means CPU tests also run the tiled path
 ROW_TILE_ELEMS = 1024     # elements per program in the single-pass kernel: short rows
                           # are packed several per program so each program does real work
-                          # (on the H200, 1024 beat 2048 and 4096 for 256- and 1024-column
-                          # rows: docs/experiments/ceiling_sweep.py)
+                          # (on the H200, 1024 did as well as or better than 2048 and 4096
+                          # for 256- and 1024-column rows: docs/experiments/ceiling_sweep.py)
 GPU_MIN_PROGRAMS = 1024   # on a GPU, stop packing rows once fewer programs than this
                           # would be left (roughly 8 per SM on a 132-SM H200)
-PIPELINED_ROW_BYTES = 65536  # rows this wide (32768 2-byte values) take the pipelined
-PIPELINE_STAGES = 3          # kernel, with this many rows in flight per program
 TILE = 1024               # columns per loop iteration in the long-row kernels
 MIN_CHUNK = 4096          # fewest columns of a long row given to one program
 MAX_SPLITS = 64           # most programs one long row is split across
@@ -63,9 +60,10 @@ def _num_warps(block_elems):
 def _rows_warps(block_elems):
     # The single-pass kernel: one warp per 1024 elements of the block, 2 to 16 warps, so
     # each thread holds about 32 values (16 in a 1024-element block). Measured on the H200
-    # against 2 to 16 warps (docs/experiments/ceiling_sweep.py), this is the best or within
-    # the noise of it on every graded shape; more warps lost 3 to 30 points of copy, since
-    # their threads finish their few loads and then wait on block-wide reductions.
+    # against 2 to 16 warps on the graded shapes of 256 to 4096 columns
+    # (docs/experiments/ceiling_sweep.py), this is the best or within the noise of it; more
+    # warps lost up to 35 points of copy: their threads finish their few loads early, then
+    # wait on block-wide reductions. (32768-column rows keep 16 warps, as before.)
     return max(2, min(16, block_elems // 1024))
 
 
@@ -122,34 +120,6 @@ def _softmax_rows_kernel(
     out_ok = (rows[:, None] < n_rows) & col_ok
     tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :],
              y.to(y_ptr.dtype.element_ty), mask=out_ok)
-
-
-@triton.jit
-def _softmax_rows_pipelined_kernel(
-    x_ptr, y_ptr, n_rows, n_cols, x_row_stride, y_row_stride,
-    BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
-):
-    """Single pass for rows of 64 KiB: the same math, one row at a time, programs striding
-    over the rows (one program per SM).
-
-    With one row per program, a program loads its row, then spends the rest of its time in
-    two block-wide reductions while memory sits idle. Here the loop over rows is software-
-    pipelined (num_stages): the compiler starts copying the next STAGES - 1 rows into
-    shared memory before this row is reduced, so the loads of one row overlap the math of
-    another. Each stage holds a whole row: 3 stages of 64 KiB fit in an H200's shared
-    memory, 3 float32 rows of 32768 columns (384 KiB) would not.
-    """
-    cols = tl.arange(0, BLOCK_N)
-    col_ok = cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
-        row64 = row.to(tl.int64)
-        x = tl.load(x_ptr + row64 * x_row_stride + cols, mask=col_ok, other=float("-inf"))
-        x = x.to(tl.float32)
-        m = tl.max(x, axis=0)
-        p = tl.exp(x - m)
-        y = p * (1.0 / tl.sum(p, axis=0))
-        tl.store(y_ptr + row64 * y_row_stride + cols, y.to(y_ptr.dtype.element_ty),
-                 mask=col_ok)
 
 
 @triton.jit
@@ -238,15 +208,6 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     one_pass_max = ONE_PASS_MAX_COLS if x.is_cuda else ONE_PASS_MAX_COLS_CPU
     if n_cols <= one_pass_max:
         block_n = triton.next_power_of_2(n_cols)
-        if x.is_cuda and block_n * x.element_size() == PIPELINED_ROW_BYTES:
-            # on the H200, 1024×32768 bfloat16: 0.81 of copy, against 0.75 for one
-            # program per row (docs/experiments/ceiling_sweep.py)
-            sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-            _softmax_rows_pipelined_kernel[(min(n_rows, sms),)](
-                x, y, n_rows, n_cols, x.stride(0), y.stride(0),
-                BLOCK_N=block_n, STAGES=PIPELINE_STAGES, num_warps=16,
-            )
-            return y
         # Pack short rows so a program moves ~ROW_TILE_ELEMS elements: one row of 64
         # columns per program would spend its time on launch and reduction overhead.
         block_m = min(max(1, ROW_TILE_ELEMS // block_n), triton.next_power_of_2(n_rows))
