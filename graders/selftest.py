@@ -12,6 +12,9 @@ or on every one of the checks it names, separated by commas::
 
 (the verdict must be ``failed`` and each named check among the failed ones; other
 checks may fail too), or with the verdict it names, alone (``# expect: rejected``).
+A wrong kernel written from scratch rather than from the reference (the Triton
+tutorial's one program per row, say) is a whole file in ``from_scratch/``, with the
+same ``# expect:`` line at its top.
 On the CPU a HIP file is only compiled, so there every reference and mutant must
 come out ``compiled``. A patch that no longer applies to its reference is a wrong
 case that names the patch and the hunk. Anything else exits 1.
@@ -37,12 +40,13 @@ from .spec import ExerciseSpec
 from .vocabulary import Device, Verdict
 
 SUBMISSION_SUFFIXES = (".py", ".hip", ".cpp")
+FROM_SCRATCH = "from_scratch"  # whole wrong files, not patches of the reference
 
 
 @dataclass
 class Case:
     exercise: ExerciseSpec
-    path: Path  # a reference solution, or a mutant's patch
+    path: Path  # a reference solution, a mutant's patch, or a from_scratch file
     expect: tuple[str, ...]  # ("passed",), one verdict, or check names that must all fail
     why: str = ""
     mutant: Mutant | None = None  # graded as its patch applied to a temporary copy
@@ -60,6 +64,16 @@ class Case:
 def read_expectation(path: Path) -> tuple[tuple[str, ...], str]:
     """The names in a mutant patch's header (a verdict, or checks that must all fail) and why."""
     return read_header_expectation(split_patch(path.read_text(), str(path))[0], str(path))
+
+
+def read_file_expectation(path: Path) -> tuple[tuple[str, ...], str]:
+    """A from_scratch file's expectation: its leading comment lines read as a header."""
+    header = []
+    for line in path.read_text().splitlines():
+        if not line.strip().startswith(("#", "//")):
+            break
+        header.append(line)
+    return read_header_expectation("\n".join(header), str(path))
 
 
 def validate_expectation(path: Path, expect: tuple[str, ...], checks: set[str]) -> None:
@@ -88,6 +102,12 @@ def collect(only: list[str] | None = None) -> list[Case]:
             expect, why = read_expectation(mutant.patch)
             validate_expectation(mutant.patch, expect, {c.name for c in exercise.checks})
             cases.append(Case(exercise, mutant.patch, expect, why, mutant))
+        scratch = folder / FROM_SCRATCH
+        for path in sorted(scratch.iterdir()) if scratch.is_dir() else ():
+            if path.suffix in SUBMISSION_SUFFIXES:
+                expect, why = read_file_expectation(path)
+                validate_expectation(path, expect, {c.name for c in exercise.checks})
+                cases.append(Case(exercise, path, expect, why))
     return cases
 
 

@@ -38,7 +38,12 @@ atexit.register(shutil.rmtree, _MUTANTS, ignore_errors=True)
 
 def mutant_file(exercise: str, name: str) -> Path:
     """A course mutant as a file: ``mutant_file("safe_softmax", "naive_unsafe_exp")``
-    (``"naive_unsafe_exp.hip"`` for the HIP one), its patch applied to the reference."""
+    (``"naive_unsafe_exp.hip"`` for the HIP one), its patch applied to the reference; or a
+    wrong kernel written from scratch (``"row_per_program"``), as it is in from_scratch/."""
+    scratch = REPO / "reference_solutions" / exercise / "from_scratch"
+    whole = scratch / (name if "." in name else f"{name}.py")
+    if whole.is_file():
+        return whole
     folder = _MUTANTS / exercise
     folder.mkdir(mode=0o755, exist_ok=True)
     return materialise(get_mutant(exercise, name), folder)

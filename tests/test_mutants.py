@@ -118,8 +118,46 @@ def test_every_course_mutant_is_a_patch_that_applies(tmp_path):
             source = materialise(mutant, folder).read_text()
             assert source != mutant.reference.read_text()
             assert mutant.expectation()[1], f"{mutant.label} should say why it is wrong"
+            changed = [line for line in mutant.patch.read_text().splitlines()
+                       if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))]
+            # the file is the bug: a whole other design belongs in from_scratch/
+            assert len(changed) <= MOST_CHANGED_LINES, f"{mutant.label}: {len(changed)} lines"
             count += 1
-    assert count == 25
+    assert count == 20
+
+
+MOST_CHANGED_LINES = 40
+
+
+def test_kernels_written_from_scratch_are_whole_files_the_selftest_grades():
+    """The Triton tutorial's one program per row is not the reference plus a bug: such
+    files live whole in from_scratch/, their '# expect:' line at the top."""
+    from graders.selftest import collect
+
+    cases = [c for c in collect() if c.path.parent.name == "from_scratch"]
+    assert sorted(c.label for c in cases) == [
+        "masked_softmax/from_scratch/unguarded_merge.py",
+        "safe_softmax/from_scratch/row_per_program.py",
+        "safe_softmax/from_scratch/row_per_program_naive_exp.py",
+        "safe_softmax/from_scratch/row_per_program_tail_zero.py",
+        "safe_softmax/from_scratch/torch_softmax_inside.py"]
+    assert all(c.mutant is None and c.why for c in cases)
+    by_name = {c.path.name: c.expect for c in cases}
+    assert by_name["torch_softmax_inside.py"] == ("rejected",)
+    assert by_name["row_per_program_naive_exp.py"] == ("poisoned_row", "underflow", "long_rows")
+
+
+def test_a_from_scratch_file_without_an_expect_line_is_refused(tmp_path, monkeypatch):
+    import shutil
+
+    from graders.selftest import collect
+
+    refs = tmp_path / "refs"
+    shutil.copytree(REPO / "reference_solutions" / "safe_softmax", refs / "safe_softmax")
+    (refs / "safe_softmax" / "from_scratch" / "bare.py").write_text("import torch\n")
+    monkeypatch.setenv("GRADERS_REFERENCES", str(refs))
+    with pytest.raises(ValueError, match=r"bare\.py: the first line must be '# expect:"):
+        collect(["safe_softmax"])
 
 
 def test_only_patches_are_in_mutants_and_the_load_bench_names_its_mutants_by_patch():
@@ -133,7 +171,7 @@ def test_only_patches_are_in_mutants_and_the_load_bench_names_its_mutants_by_pat
     from graders.bench.load import load_mix
 
     mutants = {e.label: e.file for e in load_mix() if e.label.endswith(".patch")}
-    assert len(mutants) == sum("mutant" in e for e in manifest["entry"]) == 9
+    assert len(mutants) == sum("mutant" in e for e in manifest["entry"]) == 4
     naive = mutants["reference_solutions/safe_softmax/mutants/naive_unsafe_exp.patch"]
     assert naive.suffix == ".py" and "tl.exp(x)" in naive.read_text()
 
@@ -150,7 +188,7 @@ def test_a_patch_that_no_longer_applies_is_a_wrong_case_of_selftest_naming_it(
 
     refs = tmp_path / "refs"
     shutil.copytree(REPO / "reference_solutions" / "safe_softmax", refs / "safe_softmax",
-                    ignore=shutil.ignore_patterns("*.hip", "*.hip.patch"))
+                    ignore=shutil.ignore_patterns("*.hip", "*.hip.patch", "from_scratch"))
     for path in (refs / "safe_softmax" / "mutants").iterdir():
         if path.name != "writes_zeros.patch":
             path.unlink()

@@ -154,6 +154,6 @@ def test_the_repository_expectations_all_validate():
     cases = collect()  # reads every first line and checks its names; grades nothing
     by_name = {case.path.name: case.expect for case in cases
                if case.exercise.name == "safe_softmax"}
-    assert by_name["row_per_program.patch"] == ("long_rows",)
-    assert by_name["row_per_program_naive_exp.patch"] == ("poisoned_row", "underflow", "long_rows")
-    assert by_name["row_per_program_tail_zero.patch"] == ("non_power_of_two_cols", "long_rows")
+    assert by_name["row_per_program.py"] == ("long_rows",)
+    assert by_name["row_per_program_naive_exp.py"] == ("poisoned_row", "underflow", "long_rows")
+    assert by_name["row_per_program_tail_zero.py"] == ("non_power_of_two_cols", "long_rows")
