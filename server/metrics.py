@@ -6,6 +6,8 @@ survives restarts); grading latency and verdicts are counted as results are stor
 
 from __future__ import annotations
 
+import hmac
+
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -67,6 +69,15 @@ def _graders(dispatcher) -> tuple[int, int]:
 
 @router.get("/metrics")
 def metrics(request: Request):
+    # every scrape is a database query: with METRICS_TOKEN set, only its holder may ask
+    token = request.app.state.settings.metrics_token
+    if token is not None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                                 token.encode()):
+            return Response("METRICS_TOKEN is set: send it as 'Authorization: Bearer TOKEN'\n",
+                            status_code=401, media_type="text/plain",
+                            headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
     registry = CollectorRegistry()
     registry.register(QueueCollector(request.app))
     body = generate_latest(REGISTRY) + generate_latest(registry)

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     # derives each student's exercise parameters (their own shape, say); keep it for the
     # course's whole run: a new one gives every student new numbers
     course_secret: str = DEV_COURSE_SECRET
+    # when set, GET /metrics asks for it as a bearer token (Prometheus' `authorization`);
+    # unset, the counts are public, as on a server only the operator's proxy reaches
+    metrics_token: str | None = None
 
     # grading
     grader_python: str = sys.executable  # the Python that runs `-m graders`
@@ -71,6 +74,13 @@ class Settings(BaseSettings):
         if value is not None and len(value) < 16:
             raise ValueError("ADMIN_TOKEN must be at least 16 characters (or leave it unset: "
                              "the server then makes one and prints it once)")
+        return value
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token_long_enough(cls, value):
+        if value is not None and len(value) < 16:
+            raise ValueError("METRICS_TOKEN must be at least 16 characters (or leave it unset)")
         return value
 
     @field_validator("course_secret")

@@ -24,6 +24,19 @@ def test_metrics_show_the_queue_and_its_oldest_submission(tmp_path):
         assert _value(r.text, "autograder_oldest_queued_seconds") >= 0
 
 
+def test_with_metrics_token_set_only_its_holder_reads_metrics(tmp_path):
+    token = "m" * 24
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher=NoDispatch(),
+                 metrics_token=token) as client:
+        for headers in ({}, {"Authorization": "Bearer " + "x" * 24},
+                        {"Authorization": f"Basic {token}"}):
+            r = client.get("/metrics", headers=headers)
+            assert r.status_code == 401 and "autograder_" not in r.text
+            assert r.headers["www-authenticate"].startswith("Bearer")
+        r = client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200 and "autograder_submissions" in r.text
+
+
 def test_metrics_count_stored_gradings_and_the_local_slots(tmp_path):
     with running(f"sqlite:///{tmp_path / 'db.sqlite'}") as client:  # the fake grader
         before = client.get("/metrics").text
