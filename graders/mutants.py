@@ -37,11 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .registry import references_root
+from .vocabulary import LANGUAGE_BY_SUFFIX
 
 PATCH_SUFFIX = ".patch"
 # a mutant's language is its reference's: "<name>.patch" patches solution.py,
 # "<name>.hip.patch" solution.hip, "<name>.cpp.patch" solution.cpp
-OTHER_SUFFIXES = (".hip", ".cpp")
+OTHER_SUFFIXES = tuple(s for s in LANGUAGE_BY_SUFFIX if s != ".py")
 _NAME = r"[a-z_][a-z0-9_]*"
 EXPECT = re.compile(rf"^(?:#|//)\s*expect:\s*({_NAME}(?:\s*,\s*{_NAME})*)\s*(?:[—-]+\s*(.*))?$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

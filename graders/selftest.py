@@ -37,9 +37,9 @@ from .registry import all_exercises, references_root
 from .results import GradeResult
 from .sandbox import default_launcher
 from .spec import ExerciseSpec
-from .vocabulary import Device, Verdict
+from .vocabulary import LANGUAGE_BY_SUFFIX, Device, Verdict
 
-SUBMISSION_SUFFIXES = (".py", ".hip", ".cpp")
+SUBMISSION_SUFFIXES = tuple(LANGUAGE_BY_SUFFIX)
 FROM_SCRATCH = "from_scratch"  # whole wrong files, not patches of the reference
 
 

@@ -22,13 +22,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from graders.vocabulary import LANGUAGE_BY_SUFFIX  # noqa: F401 - the server's table too
 from graders.worker_client import (GradeOutcome, SlotWorker, die_with_parent, outcome_of,
                                    write_submission)
 
 from .settings import REPO_ROOT, Settings
 
 log = logging.getLogger("server.graders")
-LANGUAGE_BY_SUFFIX = {".py": "triton", ".cpp": "hip", ".hip": "hip"}
 # where the graders find the course (graders/registry.py): the server only passes them on
 COURSE_FOLDERS = ("GRADERS_EXERCISES", "GRADERS_REFERENCES")
 

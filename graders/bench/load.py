@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..mutants import get_mutant, materialise
+from ..vocabulary import LANGUAGE_BY_SUFFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIX_DIR = Path(__file__).resolve().parent / "mix"
@@ -45,7 +46,6 @@ CLASSES = ("passing", "row_per_program", "mutant", "hostile")
 HOSTILE = "hostile"
 TARGET_PER_HOUR = 400
 TARGET_MAX_LATENCY_S = 20.0
-LANGUAGE_BY_SUFFIX = {".py": "triton", ".hip": "hip", ".cpp": "hip"}
 DONE = ("graded", "error")  # a submission's final states
 
 # The server's environment. Limits high enough that the burst is never refused: the
