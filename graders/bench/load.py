@@ -17,11 +17,13 @@ non-hostile submission over 20 s") is checked and said.
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import json
 import math
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -83,13 +85,15 @@ class MixEntry:
 def load_mix(manifest: Path = MANIFEST) -> list[MixEntry]:
     """The entries of the manifest, each file checked to exist and each mutant's patch
     applied (a renamed file or a stale patch fails here, not halfway through a GPU run).
-    Mutants are written to a temporary folder that lasts as long as this process."""
+    Mutants are written to a temporary folder, removed when this process exits."""
     entries = []
     folder = None
     for row in tomllib.loads(manifest.read_text())["entry"]:
         where = row.get("file") or row.get("mutant")
         if "mutant" in row:
-            folder = folder or Path(tempfile.mkdtemp(prefix="mix-mutants-"))
+            if folder is None:
+                folder = Path(tempfile.mkdtemp(prefix="mix-mutants-"))
+                atexit.register(shutil.rmtree, folder, ignore_errors=True)
             mutant = get_mutant(row["exercise"], row["mutant"])
             (folder / mutant.exercise).mkdir(exist_ok=True)  # same names in two exercises
             file = materialise(mutant, folder / mutant.exercise)
