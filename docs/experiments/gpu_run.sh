@@ -51,5 +51,5 @@ for part in "$@"; do case "$part" in
       --repeat ${BENCH_REPEAT:-5} --no-labs ${BENCH_FLAGS:-} --out "$OUT/bench.md" 2>&1 | tee "$OUT/bench.log" ;;
   sweep)
     timeout ${SWEEP_TIMEOUT:-300} python3 docs/experiments/ceiling_sweep.py --budget-s ${SWEEP_BUDGET:-150} \
-      --out "$OUT/sweep.log" 2>&1 | tail -5 ;;
+      ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --out "$OUT/sweep.log" 2>&1 | tail -5 ;;
 esac; done
