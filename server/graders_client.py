@@ -22,7 +22,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graders.vocabulary import LANGUAGE_BY_SUFFIX  # noqa: F401 - the server's table too
 from graders.worker_client import (GradeOutcome, SlotWorker, die_with_parent, outcome_of,
                                    write_submission)
 

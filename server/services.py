@@ -14,9 +14,11 @@ from pathlib import PurePath
 from sqlalchemy import event, func, select, update
 from sqlalchemy.orm import Session
 
+from graders.vocabulary import LANGUAGE_BY_SUFFIX
+
 from .api.common import iso
-from .deadlines import deadline_for, deadline_of  # noqa: F401 (deadline_of: read from here too)
-from .graders_client import LANGUAGE_BY_SUFFIX, ExerciseInfo
+from .deadlines import deadline_for
+from .graders_client import ExerciseInfo
 from .models import Flag, GradeRun, Role, Status, Submission, User, as_utc
 from .queue import queue_depth
 from .settings import Settings

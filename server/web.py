@@ -22,6 +22,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, Upl
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
+from graders.vocabulary import LANGUAGE_BY_SUFFIX
 from markupsafe import Markup
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -34,9 +35,8 @@ from .auth import COOKIE, end_session, get_db, start_session, user_for_session, 
 from .models import Flag, Role, Submission, User, as_utc
 from .progress import progress_of
 from .deadlines import StudentDeadline, all_extensions, deadline_for
-from .services import (LATE_POLICIES, Refused, accept_submission, deadline_of,
+from .services import (LATE_POLICIES, Refused, accept_submission,
                        leaderboard, own_work_in_flight, requeue, submissions_query)
-from .graders_client import LANGUAGE_BY_SUFFIX
 from .settings import REPO_ROOT
 from .student_params import params_for
 

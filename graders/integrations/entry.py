@@ -8,10 +8,14 @@ too, so the platform always has a results.json to show.
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
 import os
 import stat
+import tempfile
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,3 +76,28 @@ def grade_folder(exercise: str, folder: Path) -> Outcome:
         log.error("grader fault:\n%s", traceback.format_exc())
         return Outcome("grader_fault", "The autograder failed before it could grade your file. "
                                        "This is not your fault; course staff have the log.")
+
+
+def grade_into_results(exercise: str, submission: Path, results: Path,
+                       results_of: Callable[[Outcome], dict]) -> Outcome:
+    """Grade ``submission`` and write the platform's ``results/results.json``."""
+    results.mkdir(parents=True, exist_ok=True)
+    os.chmod(results, 0o755)  # the grader's alone to write, whatever runs as the job uid
+    outcome = grade_folder(exercise, submission)
+    # written beside, then renamed: the platform never reads half a file
+    with tempfile.NamedTemporaryFile("w", dir=results, delete=False, suffix=".tmp") as fh:
+        fh.write(json.dumps(results_of(outcome), indent=2))
+    os.replace(fh.name, results / "results.json")
+    os.chmod(results / "results.json", 0o644)
+    return outcome
+
+
+def main(module: str, root_env: str, default_root: str, run: Callable[[str, Path], int],
+         argv: Sequence[str] | None = None) -> int:
+    """``python -m graders.integrations.PLATFORM EXERCISE``: the platform's folder from
+    ``root_env`` (the tests lay out a temporary one) or its usual place."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(prog=f"python -m {module}")
+    p.add_argument("exercise")
+    args = p.parse_args(argv)
+    return run(args.exercise, Path(os.environ.get(root_env, default_root)))

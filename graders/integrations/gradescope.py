@@ -11,18 +11,14 @@ lay out a temporary one), ``GRADERS_PYTHON`` for the image's interpreter.
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
-import os
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
-from . import formats
+from . import entry, formats
 from .bundle import VENV, copy_grader, install_script
-from .entry import Outcome, grade_folder
+from .entry import Outcome, grade_into_results
 
 ROOT_ENV = "GRADESCOPE_ROOT"
 
@@ -53,16 +49,7 @@ def results_of(outcome: Outcome) -> dict:
 
 
 def run(exercise: str, root: Path) -> int:
-    results = root / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    os.chmod(results, 0o755)  # the grader's alone to write, whatever runs as the job uid
-    outcome = grade_folder(exercise, root / "submission")
-    body = json.dumps(results_of(outcome), indent=2)
-    # written beside, then renamed: Gradescope never reads half a file
-    with tempfile.NamedTemporaryFile("w", dir=results, delete=False, suffix=".tmp") as fh:
-        fh.write(body)
-    os.replace(fh.name, results / "results.json")
-    os.chmod(results / "results.json", 0o644)
+    outcome = grade_into_results(exercise, root / "submission", root / "results", results_of)
     print(f"{outcome.kind}: results.json written", file=sys.stderr)
     return outcome.exit_status
 
@@ -89,11 +76,7 @@ def build_zip(exercise: str, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    p = argparse.ArgumentParser(prog="python -m graders.integrations.gradescope")
-    p.add_argument("exercise")
-    args = p.parse_args(argv)
-    return run(args.exercise, Path(os.environ.get(ROOT_ENV, "/autograder")))
+    return entry.main("graders.integrations.gradescope", ROOT_ENV, "/autograder", run, argv)
 
 
 if __name__ == "__main__":

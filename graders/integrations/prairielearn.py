@@ -10,21 +10,18 @@ runs the question's ``entrypoint`` in the course's image, and reads
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import logging
-import os
 import shutil
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
 from ..registry import get_exercise
-from . import formats
+from . import entry, formats
 from .bundle import VENV, copy_grader, install_script
-from .entry import Outcome, grade_folder
+from .entry import Outcome, grade_into_results
 
 ROOT_ENV = "PRAIRIELEARN_GRADE_ROOT"
 GRADER_DIR = "softmax_autograder"  # under serverFilesCourse/, shared by every exercise's question
@@ -67,16 +64,9 @@ def _submitted_names(root: Path) -> list[str]:
 
 
 def run(exercise: str, root: Path) -> int:
-    results = root / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    os.chmod(results, 0o755)
     logging.getLogger(__name__).info("submitted: %s", ", ".join(_submitted_names(root)) or "?")
-    outcome = grade_folder(exercise, root / "student")
-    with tempfile.NamedTemporaryFile("w", dir=results, delete=False, suffix=".tmp") as fh:
-        fh.write(json.dumps(results_of(outcome), indent=2))
-    os.replace(fh.name, results / "results.json")
-    os.chmod(results / "results.json", 0o644)
-    return outcome.exit_status
+    return grade_into_results(exercise, root / "student", root / "results",
+                              results_of).exit_status
 
 
 def _question_html(spec) -> str:
@@ -141,11 +131,7 @@ def build_course_snippet(exercise: str, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    p = argparse.ArgumentParser(prog="python -m graders.integrations.prairielearn")
-    p.add_argument("exercise")
-    args = p.parse_args(argv)
-    return run(args.exercise, Path(os.environ.get(ROOT_ENV, "/grade")))
+    return entry.main("graders.integrations.prairielearn", ROOT_ENV, "/grade", run, argv)
 
 
 if __name__ == "__main__":
