@@ -27,13 +27,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .graders_client import ExerciseInfo
-from .models import Extension, Role, Submission, User, as_utc, utcnow
+from .models import USERNAME_PATTERN, Extension, Role, Submission, User, as_utc, utcnow
 from .settings import Settings
 
 NOTE_MAX = 200  # the column's width
-# what a roster accepts (api/admin.py): anything else names no student, and is not sent to
-# the database (PostgreSQL refuses a NUL in text with an error, not an empty answer)
-USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+# a username no roster accepts names no student, and is not sent to the database
+# (PostgreSQL refuses a NUL in text with an error, not an empty answer)
+USERNAME = re.compile(USERNAME_PATTERN)
 
 
 @dataclass
@@ -69,14 +69,18 @@ def applying(course: datetime | None, extension: Extension | None) -> StudentDea
     return StudentDeadline(as_utc(extension.deadline), course, extension)
 
 
+def _extension(db: Session, user_id: int, exercise: str) -> Extension | None:
+    return db.scalar(select(Extension).where(Extension.user_id == user_id,
+                                             Extension.exercise == exercise))
+
+
 def deadline_for(db: Session, settings: Settings, exercise: ExerciseInfo,
                  user: User | None) -> StudentDeadline:
     """This student's deadline for this exercise (anyone else, or nobody: the course's)."""
     course = deadline_of(settings, exercise)
     if user is None or course is None:
         return StudentDeadline(course, course, None)
-    return applying(course, db.scalar(select(Extension).where(
-        Extension.user_id == user.id, Extension.exercise == exercise.name)))
+    return applying(course, _extension(db, user.id, exercise.name))
 
 
 def extensions_by_student(db: Session, user_id: int | None = None
@@ -161,8 +165,7 @@ def grant(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo], u
                               f"({course.isoformat()}); to take one back, remove it")
     fields = {"deadline": deadline, "note": note, "granted_by": by.id, "granted_at": utcnow()}
     for attempt in (1, 2):  # a grant racing another for the same student inserts once
-        extension = db.scalar(select(Extension).where(Extension.user_id == user.id,
-                                                      Extension.exercise == exercise.name))
+        extension = _extension(db, user.id, exercise.name)
         if extension is None:
             extension = Extension(user_id=user.id, exercise=exercise.name, **fields)
             db.add(extension)
@@ -186,8 +189,7 @@ def revoke(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo], 
     """Remove one student's extension; re-mark their submissions against the course
     deadline. Returns how many changed their `late` mark."""
     user, exercise = _student(db, username), _exercise(exercises, exercise_name)
-    extension = db.scalar(select(Extension).where(Extension.user_id == user.id,
-                                                  Extension.exercise == exercise.name))
+    extension = _extension(db, user.id, exercise.name)
     if extension is None:
         raise Unaccepted(404, f"{username} has no extension for {exercise.name}")
     db.delete(extension)

@@ -45,6 +45,10 @@ def _enum(cls):
     return Enum(cls, values_callable=lambda e: [m.value for m in e], native_enum=False, length=20)
 
 
+# what a roster accepts as a username (api/admin.py); anything else names no student
+USERNAME_PATTERN = r"[A-Za-z0-9_.@-]{1,64}"
+
+
 class User(Base):
     __tablename__ = "users"
 

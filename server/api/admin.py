@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from ..auth import get_db, hash_token, instructor, new_token
 from ..deadlines import applying, deadline_of, extensions_by_student
-from ..models import Flag, Role, Submission, User
+from ..models import USERNAME_PATTERN, Flag, Role, Submission, User
 from ..services import best_per_student, flagged_per_student, requeue, submissions_query
 from .common import exercise_or_error, iso, submission_json
 from .validation import MAX_ID, DbId, FlagName, StatusName, Verdict, read_json
@@ -23,7 +23,7 @@ router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(in
 
 
 class StudentIn(BaseModel):
-    username: str = Field(pattern=r"^[A-Za-z0-9_.@-]{1,64}$")
+    username: str = Field(pattern=f"^{USERNAME_PATTERN}$")
     display_name: str = Field(min_length=1, max_length=128)
 
 
