@@ -167,6 +167,91 @@ def prefetching(chunk, warps):
     return run
 
 
+@triton.jit(do_not_specialize=["n_tasks", "G"])
+def _wait_variant_kernel(
+    x_ptr, y_ptr, m_part_ptr, s_part_ptr, sync_ptr,
+    n_rows, n_cols, x_row_stride, y_row_stride, n_splits, n_tasks, G,
+    CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr, MAX_SPINS: tl.constexpr,
+    WAIT: tl.constexpr,
+):
+    """The online reference's one-read persistent kernel (full chunks only) with its wait
+    for the row's partials kept or left out, to measure what the wait costs:
+    WAIT=0 skips it (wrong values: the structure's cost without the dependency),
+    WAIT=1 waits as the reference does. (Triton 3.6 already compiles the reference's
+    polling atomic_add(ptr, 0, sem="acquire") to one thread's ld.global.gpu.acquire, not a
+    read-modify-write: checked in the PTX for sm_90, so a plain volatile poll adds nothing.)"""
+    offs = tl.arange(0, CHUNK)
+    k = tl.arange(0, SPLITS_POW2)
+    for t in range(tl.program_id(0), n_tasks, G):
+        row = t // n_splits
+        split = t - row * n_splits
+        cols = split * CHUNK + offs
+        x = tl.load(x_ptr + row * x_row_stride + cols).to(tl.float32)
+        m = tl.max(x, axis=0)
+        m_ref = tl.where(m == NEG_INF, 0.0, m)
+        e = tl.exp(x - m_ref)
+        s = tl.sum(e, axis=0)
+        tl.store(m_part_ptr + row * n_splits + split, m)
+        tl.store(s_part_ptr + row * n_splits + split, s)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+        if WAIT == 1:
+            spins = 0
+            while (arrived < n_splits) & (spins < MAX_SPINS):
+                arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
+                spins += 1
+        tl.debug_barrier()
+        m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF,
+                      cache_modifier=".cg")
+        s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0,
+                      cache_modifier=".cg")
+        big_m = tl.max(m_p, axis=0)
+        big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
+        big_s = tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
+        y = e * (tl.exp(m_ref - big_m_ref) / big_s)
+        tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty))
+
+
+def wait_variant(chunk, warps, wait, per_sm_less=0):
+    """Launch _wait_variant_kernel like the reference: no more programs than fit at once
+    (per_sm_less: that many fewer per SM, to see whether a spare slot helps)."""
+    resident = {}
+
+    def run(x):
+        n_rows, n_cols = x.shape
+        assert n_cols % chunk == 0
+        y = torch.empty_like(x)
+        n_splits = n_cols // chunk
+        pow2 = triton.next_power_of_2(n_splits)
+        m_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+        s_part = torch.empty_like(m_part)
+        sync = torch.zeros((n_rows + 1,), dtype=torch.int32, device=x.device)
+        args = (x, y, m_part, s_part, sync, n_rows, n_cols, x.stride(0), y.stride(0),
+                n_splits, n_rows * n_splits)
+        consts = dict(CHUNK=chunk, SPLITS_POW2=pow2, MAX_SPINS=1 << 22, WAIT=wait,
+                      num_warps=warps)
+        if not x.is_cuda:  # interpreter: programs run one by one, so one program in all
+            _wait_variant_kernel[(1,)](*args, 1, **consts)
+            return y
+        if "per_sm" not in resident:
+            kernel = _wait_variant_kernel.warmup(*args, 1, grid=(1,), num_stages=1, **consts)
+            kernel._init_handles()
+            warp_regs = -(-kernel.n_regs * 32 // 256) * 256
+            resident["per_sm"] = min(65536 // (warp_regs * warps), 2048 // (32 * warps), 32)
+            resident["per_sm"] -= per_sm_less
+            print(f"  wait{wait} c{chunk} w{warps}: {kernel.n_regs} regs, "
+                  f"{resident['per_sm']} programs per SM", file=LOG, flush=True)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        grid = min((resident["per_sm"] * sms // n_splits) * n_splits, n_rows * n_splits)
+        assert grid >= n_splits, "a row's chunks cannot all be resident"
+        _wait_variant_kernel[(grid,)](*args, grid, num_stages=1, **consts)
+        return y
+    return run
+
+
+LOG = sys.stdout  # where the sweep writes; the variants note their occupancy there too
+
+
 def split_rows(chunk, warps):
     """The online reference's one-read persistent kernel (a row split across programs that
     each keep their chunk in registers and wait for the row's partials) at another chunk
@@ -188,8 +273,11 @@ def variants(rows, cols):
         chunks = ((256, 4),) if cols < 65536 else ((8192, 4), (4096, 4), (4096, 8), (8192, 8))
         split = [] if cols < 65536 else [(f"split c{c} w{w}", split_rows(c, w))
                                          for c, w in ((16384, 8), (16384, 16))]
-        return ([("online reference", online.online_softmax)] + split
-                + [(f"prefetching c{c} w{w}", prefetching(c, w)) for c, w in chunks])
+        waits = [] if cols < 65536 else [
+            (f"wait{w} c8192 w4{' -1/SM' if less else ''}", wait_variant(8192, 4, w, less))
+            for w, less in ((0, 0), (1, 0), (1, 1))]
+        return ([("online reference", online.online_softmax)] + waits + split
+                + [(f"prefetching c{c} w{w}", prefetching(c, w)) for c, w in chunks[:1]])
     out = [("reference", safe.softmax)]
     if cols <= 4096:
         for block_m in (1, 2, 4) if cols >= 1024 else (4, 8, 16, 32):
@@ -199,7 +287,7 @@ def variants(rows, cols):
     else:
         if x_is_gpu():  # two or four programs per row, each half or a quarter in registers
             out += [(f"split c{c} w{w}", split_rows(c, w))
-                    for c, w in ((16384, 8), (16384, 16), (8192, 8))]
+                    for c, w in ((16384, 8), (16384, 16), (8192, 8), (8192, 4))]
         # (1, 2 or 3 stages give the same PTX with triton 3.6: the whole-row load is not
         # pipelined; docs/benchmarks.md. Kept as one persistent baseline per grid size.)
         for per_sm, warps, stages in ((1, 16, 1), (2, 16, 1)):
@@ -235,6 +323,8 @@ def sweep(budget_s, out, only=()):
     from graders.perfinputs import InputRecipe
     from graders.spec import PerfShape
 
+    global LOG
+    LOG = out
     started = time.monotonic()
     for rows, cols, dt in SHAPES:
         label = f"{rows}×{cols} {dt}"

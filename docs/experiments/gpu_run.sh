@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The H200 runs behind issue 11's figures (docs/benchmarks.md, docs/verification.md).
 # Usage on the device machine, from the repo root: bash docs/experiments/gpu_run.sh PART
+# SWEEP_ONLY=a,b limits the sweep to shapes containing a or b (no spaces).
 # PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | sweep | bench (issue 16). Results go to $OUT (or ./gpu-out).
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -51,5 +52,5 @@ for part in "$@"; do case "$part" in
       --repeat ${BENCH_REPEAT:-5} --no-labs ${BENCH_FLAGS:-} --out "$OUT/bench.md" 2>&1 | tee "$OUT/bench.log" ;;
   sweep)
     timeout ${SWEEP_TIMEOUT:-300} python3 docs/experiments/ceiling_sweep.py --budget-s ${SWEEP_BUDGET:-150} \
-      ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --out "$OUT/sweep.log" 2>&1 | tail -5 ;;
+      $(for o in ${SWEEP_ONLY//,/ }; do printf -- "--only %s " "$o"; done) --out "$OUT/sweep.log" 2>&1 | tail -5 ;;
 esac; done

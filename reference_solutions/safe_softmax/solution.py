@@ -36,8 +36,10 @@ ONE_PASS_MAX_COLS = 32768  # widest row held whole in registers (single-pass ker
                            # tiled path at ~55 %
 ONE_PASS_MAX_COLS_CPU = 8192  # under the CPU interpreter registers cost nothing, but a
                               # lower limit means CPU tests also run the tiled path
-ROW_TILE_ELEMS = 4096     # elements per program in the single-pass kernel: short rows
+ROW_TILE_ELEMS = 1024     # elements per program in the single-pass kernel: short rows
                           # are packed several per program so each program does real work
+                          # (on the H200, 1024 did as well as or better than 2048 and 4096
+                          # for 256- and 1024-column rows: docs/experiments/ceiling_sweep.py)
 GPU_MIN_PROGRAMS = 1024   # on a GPU, stop packing rows once fewer programs than this
                           # would be left (roughly 8 per SM on a 132-SM H200)
 TILE = 1024               # columns per loop iteration in the long-row kernels
@@ -53,6 +55,16 @@ def _num_warps(block_elems):
     if block_elems <= 4096:
         return 8
     return 16
+
+
+def _rows_warps(block_elems):
+    # The single-pass kernel: one warp per 1024 elements of the block, 2 to 16 warps, so
+    # each thread holds about 32 values (16 in a 1024-element block). Measured on the H200
+    # against 2 to 16 warps on the graded shapes of 256 to 4096 columns
+    # (docs/experiments/ceiling_sweep.py), this is the best or within the noise of it; more
+    # warps lost up to 35 points of copy: their threads finish their few loads early, then
+    # wait on block-wide reductions. (32768-column rows keep 16 warps, as before.)
+    return max(2, min(16, block_elems // 1024))
 
 
 # ----------------------------------------------------------------------------------
@@ -206,7 +218,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
         grid = (triton.cdiv(n_rows, block_m),)
         _softmax_rows_kernel[grid](
             x, y, n_rows, n_cols, x.stride(0), y.stride(0),
-            BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n),
+            BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_rows_warps(block_m * block_n),
         )
         return y
 
