@@ -268,15 +268,198 @@ def split_rows(chunk, warps):
     return run
 
 
+# ---- a second read that hits L2 instead of registers that hold the row ----------------
+# A one-read kernel keeps the row's values in registers until the row's statistics are
+# known, and the register file caps how many rows an SM holds in flight. These kernels
+# hold nothing: pass 1 streams the row (the online recurrence, lane-wise, pipelined loads),
+# pass 2 reads it again and writes y. HBM sees one read if the second read hits L2: pass 1
+# asks L2 to keep x (evict_last), pass 2 walks the row backwards (its most recent tiles
+# first) and marks both its read and y's write evict_first, and the number of programs at
+# once is capped so their rows fit in L2.
+@triton.jit
+def _stream_stats(x_row, start, end, TILE: tl.constexpr, STAGES: tl.constexpr):
+    m_vec = tl.full([TILE], NEG_INF, tl.float32)
+    s_vec = tl.zeros([TILE], tl.float32)
+    for off in tl.range(start, end, TILE, num_stages=STAGES):
+        cols = off + tl.arange(0, TILE)
+        x = tl.load(x_row + cols, mask=cols < end, other=NEG_INF,
+                    eviction_policy="evict_last").to(tl.float32)
+        m_new = tl.maximum(m_vec, x)
+        m_ref = tl.where(m_new == NEG_INF, 0.0, m_new)
+        s_vec = s_vec * tl.exp(m_vec - m_ref) + tl.exp(x - m_ref)
+        m_vec = m_new
+    m = tl.max(m_vec, axis=0)
+    m_ref = tl.where(m == NEG_INF, 0.0, m)
+    return m, tl.sum(s_vec * tl.exp(m_vec - m_ref), axis=0)
+
+
+@triton.jit
+def _stream_write(x_row, y_row, start, end, m, inv_s, TILE: tl.constexpr):
+    n_tiles = tl.cdiv(end - start, TILE)
+    for i in range(0, n_tiles):
+        cols = start + (n_tiles - 1 - i) * TILE + tl.arange(0, TILE)
+        ok = cols < end
+        x = tl.load(x_row + cols, mask=ok, other=NEG_INF, eviction_policy="evict_first")
+        y = tl.exp(x.to(tl.float32) - m) * inv_s
+        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=ok,
+                 eviction_policy="evict_first")
+
+
+@triton.jit
+def _l2_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, x_row_stride, y_row_stride,
+                    TILE: tl.constexpr, STAGES: tl.constexpr):
+    """A whole row per program, rows strided over a capped grid."""
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        x_row = x_ptr + row * x_row_stride
+        m, s = _stream_stats(x_row, 0, n_cols, TILE, STAGES)
+        _stream_write(x_row, y_ptr + row * y_row_stride, 0, n_cols, m,
+                      1.0 / s, TILE)
+
+
+def l2_rows(tile, warps, stages, per_sm):
+    def run(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
+        _l2_rows_kernel[(min(n_rows, sms * per_sm),)](
+            x, y, n_rows, n_cols, x.stride(0), y.stride(0), TILE=tile, STAGES=stages,
+            num_warps=warps)
+        return y
+    return run
+
+
+@triton.jit(do_not_specialize=["n_tasks", "G"])
+def _l2_split_kernel(
+    x_ptr, y_ptr, m_part_ptr, s_part_ptr, sync_ptr,
+    n_rows, n_cols, x_row_stride, y_row_stride, n_splits, n_tasks, G, chunk,
+    TILE: tl.constexpr, STAGES: tl.constexpr, SPLITS_POW2: tl.constexpr,
+    MAX_SPINS: tl.constexpr,
+):
+    """The online reference's split rows and row-wide wait, with the chunk streamed twice
+    (L2) instead of held in registers: chunks can be larger than registers allow."""
+    k = tl.arange(0, SPLITS_POW2)
+    for t in range(tl.program_id(0), n_tasks, G):
+        row = t // n_splits
+        split = t - row * n_splits
+        start = split * chunk
+        end = tl.minimum(start + chunk, n_cols)
+        x_row = x_ptr + row * x_row_stride
+        m, s = _stream_stats(x_row, start, end, TILE, STAGES)
+        tl.store(m_part_ptr + row * n_splits + split, m)
+        tl.store(s_part_ptr + row * n_splits + split, s)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+        spins = 0
+        while (arrived < n_splits) & (spins < MAX_SPINS):
+            arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
+            spins += 1
+        tl.debug_barrier()
+        m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF,
+                      cache_modifier=".cg")
+        s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0,
+                      cache_modifier=".cg")
+        big_m = tl.max(m_p, axis=0)
+        big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
+        big_s = tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
+        _stream_write(x_row, y_ptr + row * y_row_stride, start, end, big_m_ref,
+                      1.0 / big_s, TILE)
+
+
+def l2_split(chunk, tile, warps, stages, per_sm_cap):
+    """Launch: at most per_sm_cap programs per SM (and no more than fit: co-residency)."""
+    resident = {}
+
+    def run(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        n_splits = triton.cdiv(n_cols, chunk)
+        pow2 = triton.next_power_of_2(n_splits)
+        m_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+        s_part = torch.empty_like(m_part)
+        sync = torch.zeros((n_rows + 1,), dtype=torch.int32, device=x.device)
+        args = (x, y, m_part, s_part, sync, n_rows, n_cols, x.stride(0), y.stride(0),
+                n_splits, n_rows * n_splits)
+        consts = dict(TILE=tile, STAGES=stages, SPLITS_POW2=pow2, MAX_SPINS=1 << 22,
+                      num_warps=warps)
+        if not x.is_cuda:
+            _l2_split_kernel[(1,)](*args, 1, chunk, **consts)
+            return y
+        if "per_sm" not in resident:
+            kernel = _l2_split_kernel.warmup(*args, 1, chunk, grid=(1,), **consts)
+            kernel._init_handles()
+            warp_regs = -(-kernel.n_regs * 32 // 256) * 256
+            fit = min(65536 // (warp_regs * warps), 2048 // (32 * warps),
+                      (228 << 10) // (kernel.metadata.shared + 1024), 32)
+            resident["per_sm"] = min(fit, per_sm_cap)
+            print(f"  l2 split c{chunk} t{tile} w{warps} s{stages}: {kernel.n_regs} regs, "
+                  f"{kernel.metadata.shared} B shared, {fit} fit, {resident['per_sm']} per SM",
+                  file=LOG, flush=True)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        grid = min((resident["per_sm"] * sms // n_splits) * n_splits, n_rows * n_splits)
+        assert grid >= n_splits, "a row's chunks cannot all be resident"
+        _l2_split_kernel[(grid,)](*args, grid, chunk, **consts)
+        return y
+    return run
+
+# ---- the bound: a copy that holds its chunk in registers as the one-read kernels do ----
+@triton.jit
+def _held_copy_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, n_splits, n_tasks,
+                      CHUNK: tl.constexpr):
+    """Copy x to y a chunk at a time, each chunk loaded whole into registers and stored only
+    after a reduction over it (as a one-read softmax must: no store before the statistics),
+    with no exponentials and no wait. What this reaches bounds any kernel of that shape."""
+    offs = tl.arange(0, CHUNK)
+    for t in range(tl.program_id(0), n_tasks, tl.num_programs(0)):
+        row = t // n_splits
+        cols = (t - row * n_splits) * CHUNK + offs
+        x = tl.load(x_ptr + row * x_row_stride + cols).to(tl.float32)
+        m = tl.max(x, axis=0)
+        y = (x - m) + m  # exact for these inputs; not folded away (no fast-math)
+        tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty))
+
+
+def held_copy(chunk, warps, per_sm):
+    def run(x):
+        n_rows, n_cols = x.shape
+        n_splits = n_cols // chunk
+        y = torch.empty_like(x)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
+        _held_copy_kernel[(sms * per_sm,)](x, y, n_cols, x.stride(0), y.stride(0), n_splits,
+                                           n_rows * n_splits, CHUNK=chunk, num_warps=warps)
+        return torch.softmax(x.float(), -1).to(x.dtype) if not x.is_cuda else y
+    return run
+
+# The wait variants showed (2026-12-01) that the wait costs 0-3 points: the figure follows
+# the bytes an SM holds in flight, set by registers. Programs of one or two warps holding
+# 64-128 values a thread spend a larger share of the register file on data.
+FEW_WARP_SPLITS = ()  # ((4096, 1), (2048, 1), (4096, 2), (8192, 2)): 0.54-0.84, all worse
+# (chunk, tile, warps, stages, programs per SM at most): rows in L2 at once stay under
+# ~40 MB (132 SMs × per SM × chunk × 4 bytes). Measured 2026-12-01: 0.58-0.64 of copy on
+# the online shapes, 0.40-0.54 on 1024×32768 bfloat16 (the second read does not come for
+# free), so they are left out of later runs.
+L2_SPLITS_MEASURED = ((32768, 2048, 4, 3, 8), (16384, 2048, 4, 3, 16), (65536, 2048, 8, 3, 4),
+             (32768, 4096, 8, 2, 8))
+L2_ROWS_MEASURED = ((2048, 4, 3, 4), (4096, 8, 2, 4), (2048, 4, 3, 8), (4096, 4, 3, 8))
+L2_SPLITS_BF16_MEASURED = ((16384, 4096, 4, 3, 16), (8192, 2048, 4, 3, 16))
+L2_SPLITS = L2_ROWS = L2_SPLITS_BF16 = ()
+WAIT_VARIANTS = False
+
+
 def variants(rows, cols):
     if cols >= 65536 or (rows, cols) == (3, 256):  # the online shapes (and their CPU check)
         chunks = ((256, 4),) if cols < 65536 else ((8192, 4), (4096, 4), (4096, 8), (8192, 8))
+        # (c16384 w8/w16 measured 0.75 and 0.68 on 2026-12-01: fewer, bigger programs)
         split = [] if cols < 65536 else [(f"split c{c} w{w}", split_rows(c, w))
-                                         for c, w in ((16384, 8), (16384, 16))]
-        waits = [] if cols < 65536 else [
+                                         for c, w in FEW_WARP_SPLITS]
+        waits = [] if cols < 65536 or not WAIT_VARIANTS else [
             (f"wait{w} c8192 w4{' -1/SM' if less else ''}", wait_variant(8192, 4, w, less))
             for w, less in ((0, 0), (1, 0), (1, 1))]
-        return ([("online reference", online.online_softmax)] + waits + split
+        l2 = [] if cols < 65536 else [
+            (f"l2 split c{c} t{t} w{w} s{st} <={cap}/SM", l2_split(c, t, w, st, cap))
+            for c, t, w, st, cap in L2_SPLITS]
+        held = [] if cols < 65536 else [(f"held copy c8192 w4 {p}/SM", held_copy(8192, 4, p))
+                                        for p in (1, 2, 3, 4, 5, 6, 8)]
+        return ([("online reference", online.online_softmax)] + held + waits + l2 + split
                 + [(f"prefetching c{c} w{w}", prefetching(c, w)) for c, w in chunks[:1]])
     out = [("reference", safe.softmax)]
     if cols <= 4096:
@@ -285,9 +468,14 @@ def variants(rows, cols):
                 if block_m * cols // (32 * warps) >= 4:  # at least 4 values a thread
                     out.append((f"rows m{block_m} w{warps}", rows_kernel(block_m, warps)))
     else:
-        if x_is_gpu():  # two or four programs per row, each half or a quarter in registers
-            out += [(f"split c{c} w{w}", split_rows(c, w))
-                    for c, w in ((16384, 8), (16384, 16), (8192, 8), (8192, 4))]
+        if x_is_gpu():  # a row split across programs that each keep their part in registers
+            # (c16384 w8/w16, c8192 w8/w4 measured 0.60-0.70 on 2026-12-01)
+            out += [(f"split c{c} w{w}", split_rows(c, w)) for c, w in FEW_WARP_SPLITS]
+            out += [(f"held copy c32768 w{w} 1/SM", held_copy(32768, w, 1)) for w in (16, 32)]
+            out += [(f"l2 rows t{t} w{w} s{st} {per}/SM", l2_rows(t, w, st, per))
+                     for t, w, st, per in L2_ROWS]
+            out += [(f"l2 split c{c} t{t} w{w} s{st} <={cap}/SM", l2_split(c, t, w, st, cap))
+                    for c, t, w, st, cap in L2_SPLITS_BF16]
         # (1, 2 or 3 stages give the same PTX with triton 3.6: the whole-row load is not
         # pipelined; docs/benchmarks.md. Kept as one persistent baseline per grid size.)
         for per_sm, warps, stages in ((1, 16, 1), (2, 16, 1)):
