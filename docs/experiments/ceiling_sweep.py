@@ -169,7 +169,7 @@ def prefetching(chunk, warps):
 
 @triton.jit(do_not_specialize=["n_tasks", "G"])
 def _wait_variant_kernel(
-    x_ptr, y_ptr, m_part_ptr, s_part_ptr, sync_ptr,
+    x_ptr, y_ptr, m_part_ptr, s_part_ptr, sync_ptr, slot_ptr,
     n_rows, n_cols, x_row_stride, y_row_stride, n_splits, n_tasks, G,
     CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr, MAX_SPINS: tl.constexpr,
     WAIT: tl.constexpr,
@@ -177,7 +177,8 @@ def _wait_variant_kernel(
     """The online reference's one-read persistent kernel (full chunks only) with its wait
     for the row's partials kept or left out, to measure what the wait costs:
     WAIT=0 skips it (wrong values: the structure's cost without the dependency),
-    WAIT=1 waits as the reference does. (Triton 3.6 already compiles the reference's
+    WAIT=1 waits as the reference does, WAIT=2 publishes (m, s) as one word that is its own
+    flag (no counter, no fence). (Triton 3.6 already compiles the reference's
     polling atomic_add(ptr, 0, sem="acquire") to one thread's ld.global.gpu.acquire, not a
     read-modify-write: checked in the PTX for sm_90, so a plain volatile poll adds nothing.)"""
     offs = tl.arange(0, CHUNK)
@@ -191,20 +192,38 @@ def _wait_variant_kernel(
         m_ref = tl.where(m == NEG_INF, 0.0, m)
         e = tl.exp(x - m_ref)
         s = tl.sum(e, axis=0)
-        tl.store(m_part_ptr + row * n_splits + split, m)
-        tl.store(s_part_ptr + row * n_splits + split, s)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
-        if WAIT == 1:
+        if WAIT < 2:
+            tl.store(m_part_ptr + row * n_splits + split, m)
+            tl.store(s_part_ptr + row * n_splits + split, s)
+            tl.debug_barrier()
+            arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+            if WAIT == 1:
+                spins = 0
+                while (arrived < n_splits) & (spins < MAX_SPINS):
+                    arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
+                    spins += 1
+            tl.debug_barrier()
+            m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF,
+                          cache_modifier=".cg")
+            s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0,
+                          cache_modifier=".cg")
+        else:
+            # The partial is its own flag: (m, s) packed into one 64-bit word, written with
+            # one relaxed atomic over a slot that starts as -1 (all bits set: s would be a
+            # NaN with its sign bit, which no arithmetic produces). No counter, so no release
+            # fence, which would first wait for this program's earlier y stores to land.
+            slots = slot_ptr + row * n_splits
+            word = ((m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+                    | (s.to(tl.int32, bitcast=True).to(tl.int64) << 32))
+            tl.atomic_xchg(slots + split, word, sem="relaxed", scope="gpu")
+            empty_word: tl.constexpr = 0xFF800000  # (m, s) = (-inf, 0) for lanes past n_splits
+            p = tl.load(slots + k, mask=k < n_splits, other=empty_word, volatile=True)
             spins = 0
-            while (arrived < n_splits) & (spins < MAX_SPINS):
-                arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
+            while (tl.sum((p == -1).to(tl.int32), axis=0) > 0) & (spins < MAX_SPINS):
+                p = tl.load(slots + k, mask=k < n_splits, other=empty_word, volatile=True)
                 spins += 1
-        tl.debug_barrier()
-        m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF,
-                      cache_modifier=".cg")
-        s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0,
-                      cache_modifier=".cg")
+            m_p = p.to(tl.int32).to(tl.float32, bitcast=True)
+            s_p = (p >> 32).to(tl.int32).to(tl.float32, bitcast=True)
         big_m = tl.max(m_p, axis=0)
         big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
         big_s = tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
@@ -226,7 +245,8 @@ def wait_variant(chunk, warps, wait, per_sm_less=0):
         m_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
         s_part = torch.empty_like(m_part)
         sync = torch.zeros((n_rows + 1,), dtype=torch.int32, device=x.device)
-        args = (x, y, m_part, s_part, sync, n_rows, n_cols, x.stride(0), y.stride(0),
+        slots = torch.full((n_rows, n_splits), -1, dtype=torch.int64, device=x.device)
+        args = (x, y, m_part, s_part, sync, slots, n_rows, n_cols, x.stride(0), y.stride(0),
                 n_splits, n_rows * n_splits)
         consts = dict(CHUNK=chunk, SPLITS_POW2=pow2, MAX_SPINS=1 << 22, WAIT=wait,
                       num_warps=warps)
@@ -442,7 +462,14 @@ L2_SPLITS_MEASURED = ((32768, 2048, 4, 3, 8), (16384, 2048, 4, 3, 16), (65536, 2
 L2_ROWS_MEASURED = ((2048, 4, 3, 4), (4096, 8, 2, 4), (2048, 4, 3, 8), (4096, 4, 3, 8))
 L2_SPLITS_BF16_MEASURED = ((16384, 4096, 4, 3, 16), (8192, 2048, 4, 3, 16))
 L2_SPLITS = L2_ROWS = L2_SPLITS_BF16 = ()
-WAIT_VARIANTS = False
+WAIT_VARIANTS = True
+# measured 2026-12-01: (0, 0) 0.850/0.821, (1, 0) 0.849/0.790, (1, 1) 0.807/0.719
+WAITS = ((1, 0), (2, 0))
+# held copy, programs per SM 1..6, 8, measured 2026-12-01 (256×262144 / 64×1048576):
+# 0.766/0.767, 0.907/0.912, 0.914/0.923, 0.931/0.926, 0.928/0.922, 0.881/0.887, 0.887/0.893
+HELD_PER_SM = ()
+HELD_BF16_WARPS = ()  # (16, 32): 0.861, 0.867 on 1024×32768 bfloat16 (2026-12-01)
+PREFETCHING = ()  # ((8192, 4),): 0.79 and 0.60 (2026-12-01); ((4096, 4), (4096, 8), (8192, 8)) before
 
 
 def variants(rows, cols):
@@ -453,14 +480,14 @@ def variants(rows, cols):
                                          for c, w in FEW_WARP_SPLITS]
         waits = [] if cols < 65536 or not WAIT_VARIANTS else [
             (f"wait{w} c8192 w4{' -1/SM' if less else ''}", wait_variant(8192, 4, w, less))
-            for w, less in ((0, 0), (1, 0), (1, 1))]
+            for w, less in WAITS]
         l2 = [] if cols < 65536 else [
             (f"l2 split c{c} t{t} w{w} s{st} <={cap}/SM", l2_split(c, t, w, st, cap))
             for c, t, w, st, cap in L2_SPLITS]
         held = [] if cols < 65536 else [(f"held copy c8192 w4 {p}/SM", held_copy(8192, 4, p))
-                                        for p in (1, 2, 3, 4, 5, 6, 8)]
+                                        for p in HELD_PER_SM]
         return ([("online reference", online.online_softmax)] + held + waits + l2 + split
-                + [(f"prefetching c{c} w{w}", prefetching(c, w)) for c, w in chunks[:1]])
+                + [(f"prefetching c{c} w{w}", prefetching(c, w)) for c, w in PREFETCHING])
     out = [("reference", safe.softmax)]
     if cols <= 4096:
         for block_m in (1, 2, 4) if cols >= 1024 else (4, 8, 16, 32):
@@ -471,14 +498,15 @@ def variants(rows, cols):
         if x_is_gpu():  # a row split across programs that each keep their part in registers
             # (c16384 w8/w16, c8192 w8/w4 measured 0.60-0.70 on 2026-12-01)
             out += [(f"split c{c} w{w}", split_rows(c, w)) for c, w in FEW_WARP_SPLITS]
-            out += [(f"held copy c32768 w{w} 1/SM", held_copy(32768, w, 1)) for w in (16, 32)]
+            out += [(f"held copy c32768 w{w} 1/SM", held_copy(32768, w, 1)) for w in HELD_BF16_WARPS]
+            out += [(f"wait2 c{c} w{w}", wait_variant(c, w, 2)) for c, w in ((8192, 4), (16384, 8))]
             out += [(f"l2 rows t{t} w{w} s{st} {per}/SM", l2_rows(t, w, st, per))
                      for t, w, st, per in L2_ROWS]
             out += [(f"l2 split c{c} t{t} w{w} s{st} <={cap}/SM", l2_split(c, t, w, st, cap))
                     for c, t, w, st, cap in L2_SPLITS_BF16]
         # (1, 2 or 3 stages give the same PTX with triton 3.6: the whole-row load is not
         # pipelined; docs/benchmarks.md. Kept as one persistent baseline per grid size.)
-        for per_sm, warps, stages in ((1, 16, 1), (2, 16, 1)):
+        for per_sm, warps, stages in ():  # ((1, 16, 1), (2, 16, 1)): 0.68-0.73, 2026-12-01
             out.append((f"persistent {per_sm}/SM w{warps} s{stages}",
                         persistent(per_sm, warps, stages)))
     return out
