@@ -464,7 +464,9 @@ L2_SPLITS_BF16_MEASURED = ((16384, 4096, 4, 3, 16), (8192, 2048, 4, 3, 16))
 L2_SPLITS = L2_ROWS = L2_SPLITS_BF16 = ()
 WAIT_VARIANTS = True
 # measured 2026-12-01: (0, 0) 0.850/0.821, (1, 0) 0.849/0.790, (1, 1) 0.807/0.719
-WAITS = ((1, 0), (2, 0))
+WAITS = ((2, 0),)  # (1, 0) 0.858/0.766, (2, 0) 0.890/0.820 (2026-12-01)
+WAIT2_ONLINE = ((16384, 4), (16384, 8), (4096, 4), (4096, 2), (8192, 8))
+WAIT2_BF16 = ((8192, 4), (4096, 4), (4096, 2), (8192, 8), (2048, 2))  # (16384, 8): 0.695
 # held copy, programs per SM 1..6, 8, measured 2026-12-01 (256×262144 / 64×1048576):
 # 0.766/0.767, 0.907/0.912, 0.914/0.923, 0.931/0.926, 0.928/0.922, 0.881/0.887, 0.887/0.893
 HELD_PER_SM = ()
@@ -480,7 +482,8 @@ def variants(rows, cols):
                                          for c, w in FEW_WARP_SPLITS]
         waits = [] if cols < 65536 or not WAIT_VARIANTS else [
             (f"wait{w} c8192 w4{' -1/SM' if less else ''}", wait_variant(8192, 4, w, less))
-            for w, less in WAITS]
+            for w, less in WAITS] + [(f"wait2 c{c} w{w}", wait_variant(c, w, 2))
+                                      for c, w in WAIT2_ONLINE]
         l2 = [] if cols < 65536 else [
             (f"l2 split c{c} t{t} w{w} s{st} <={cap}/SM", l2_split(c, t, w, st, cap))
             for c, t, w, st, cap in L2_SPLITS]
@@ -499,7 +502,7 @@ def variants(rows, cols):
             # (c16384 w8/w16, c8192 w8/w4 measured 0.60-0.70 on 2026-12-01)
             out += [(f"split c{c} w{w}", split_rows(c, w)) for c, w in FEW_WARP_SPLITS]
             out += [(f"held copy c32768 w{w} 1/SM", held_copy(32768, w, 1)) for w in HELD_BF16_WARPS]
-            out += [(f"wait2 c{c} w{w}", wait_variant(c, w, 2)) for c, w in ((8192, 4), (16384, 8))]
+            out += [(f"wait2 c{c} w{w}", wait_variant(c, w, 2)) for c, w in WAIT2_BF16]
             out += [(f"l2 rows t{t} w{w} s{st} {per}/SM", l2_rows(t, w, st, per))
                      for t, w, st, per in L2_ROWS]
             out += [(f"l2 split c{c} t{t} w{w} s{st} <={cap}/SM", l2_split(c, t, w, st, cap))
