@@ -55,6 +55,7 @@ MAX_SPLITS = 64       # most programs one row is split across
 MERGE_ROWS = 16       # rows per program when merging chunk partials in row_stats
 
 NEG_INF = tl.constexpr(float("-inf"))  # a global read inside kernels must be a constexpr
+EMPTY_WORD = tl.constexpr(0xFF800000)  # (m, s) = (-inf, 0) packed as one int64 (_pack)
 
 _R = _C = 4096
 ANSWERS = {
@@ -191,25 +192,47 @@ def _chunk_normalize_kernel(
 # can instead be cut into chunks that stay in registers: each program reads its chunk
 # once, publishes the chunk's (m, s), waits until every chunk of its row has published,
 # merges the row's partials (the combine above, over all chunks at once) and writes its
-# chunk from the registers. One read, one write: measured on an H200 at 0.85 of copy
-# for 256×262144 and 0.80 for 64×1048576 float32, against 0.59 for the two kernels.
+# chunk from the registers. One read, one write: measured on an H200 at 0.89 of copy
+# for 256×262144 and 0.81 for 64×1048576 float32, against 0.59 for the two kernels.
+#
+# A program publishes its (m, s) as one 64-bit word, the two float32 bit patterns side by
+# side, with one atomic exchange into a slot that starts as -1 (all bits set). The word is
+# its own "ready" flag: the row is complete when none of its slots reads -1 any more (-1
+# would need s to be a NaN with its sign bit set, which no arithmetic here produces). A
+# separate counter would need a release fence between the partial and the count, and on
+# an H200 that fence first waits for the program's earlier y stores to reach memory:
+# 3 to 5 points of copy (docs/experiments/ceiling_sweep.py).
 #
 # The wait is a grid-wide dependency, so it is safe only when all programs of a row run
 # at the same time. The grid is persistent: G programs, no more than the GPU holds at
 # once (from the compiled kernel's register use), G a multiple of the chunks per row,
 # and program p takes tasks p, p + G, ... so a row's chunks are all in one iteration.
-PERSISTENT_CHUNK = 8192   # columns per task, held in registers (32 per thread at 4 warps)
-PERSISTENT_WARPS = 4      # the best of 4/8/16 warps × 4096/8192/16384 columns on the H200
+PERSISTENT_CHUNK = 8192   # columns per task, held in registers (64 per thread at 4 warps)
+PERSISTENT_WARPS = 4      # the best of 2-16 warps × 4096-16384 columns on the H200
 PERSISTENT_MIN_COLS = 65536  # shorter rows: the two kernels keep enough programs busy
-MAX_SPINS = 1 << 22       # a wait that long means co-residency failed: give up (flagged)
+MAX_SPINS = 1 << 22       # a wait that long means co-residency failed: give up (the
+                          # -1 slots it reads turn the row into NaN, which fails the checks)
 MAX_BLOCKS_PER_SM = 32
 REGS_PER_WARP_UNIT = 256  # registers are given to warps in units of 256
 
 
+@triton.jit
+def _pack(m, s):
+    """(m, s) as one int64: m's float32 bits low, s's high."""
+    m_bits = m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+    return m_bits | (s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+
+
+@triton.jit
+def _unpack(word):
+    m = word.to(tl.int32).to(tl.float32, bitcast=True)  # int64 -> int32 keeps the low half
+    s = (word >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    return m, s
+
+
 @triton.jit(do_not_specialize=["n_tasks", "G"])
 def _persistent_softmax_kernel(
-    x_ptr, y_ptr, m_part_ptr, s_part_ptr, sync_ptr,
-    n_rows, n_cols, x_row_stride, y_row_stride, n_splits, n_tasks, G,
+    x_ptr, y_ptr, slot_ptr, n_cols, x_row_stride, y_row_stride, n_splits, n_tasks, G,
     CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr, MAX_SPINS: tl.constexpr,
     EVEN: tl.constexpr,
 ):
@@ -235,25 +258,19 @@ def _persistent_softmax_kernel(
         e = tl.exp(x - m_ref)
         s = tl.sum(e, axis=0)
 
-        # publish (m, s); the barrier orders every thread's stores before the gpu-scope
-        # release, so whoever acquires the row's final count also sees this partial
-        tl.store(m_part_ptr + row64 * n_splits + split, m)
-        tl.store(s_part_ptr + row64 * n_splits + split, s)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+        # publish (m, s) in the chunk's slot, then read the row's slots until all are set
+        # (volatile: from L2 every time, never a stale copy in this SM's L1). Slots past
+        # n_splits read as (-inf, 0), the identity.
+        slots = slot_ptr + row64 * n_splits
+        tl.atomic_xchg(slots + split, _pack(m, s), sem="relaxed", scope="gpu")
+        words = tl.load(slots + k, mask=k < n_splits, other=EMPTY_WORD, volatile=True)
         spins = 0
-        while (arrived < n_splits) & (spins < MAX_SPINS):
-            arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
+        while (tl.sum((words == -1).to(tl.int32), axis=0) > 0) & (spins < MAX_SPINS):
+            words = tl.load(slots + k, mask=k < n_splits, other=EMPTY_WORD, volatile=True)
             spins += 1
-        if arrived < n_splits:  # never seen; the wrong result it leaves fails the checks
-            tl.atomic_xchg(sync_ptr + n_rows, 1, sem="relaxed", scope="gpu")
-        tl.debug_barrier()
 
-        # merge the row's partials, read from L2 (".cg": L1 is not coherent across SMs)
-        m_p = tl.load(m_part_ptr + row64 * n_splits + k, mask=k < n_splits, other=NEG_INF,
-                      cache_modifier=".cg")
-        s_p = tl.load(s_part_ptr + row64 * n_splits + k, mask=k < n_splits, other=0.0,
-                      cache_modifier=".cg")
+        # merge the row's partials
+        m_p, s_p = _unpack(words)
         big_m = tl.max(m_p, axis=0)
         big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
         big_s = tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
@@ -297,11 +314,8 @@ def _persistent_softmax(x, y):
     n_rows, n_cols = x.shape
     n_splits = triton.cdiv(n_cols, PERSISTENT_CHUNK)
     splits_pow2 = triton.next_power_of_2(n_splits)
-    m_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
-    s_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
-    sync = torch.zeros((n_rows + 1,), dtype=torch.int32, device=x.device)  # counts from 0
-    args = (x, y, m_part, s_part, sync, n_rows, n_cols, x.stride(0), y.stride(0),
-            n_splits, n_rows * n_splits)
+    slots = torch.full((n_rows, n_splits), -1, dtype=torch.int64, device=x.device)  # unset
+    args = (x, y, slots, n_cols, x.stride(0), y.stride(0), n_splits, n_rows * n_splits)
     even = n_cols % PERSISTENT_CHUNK == 0
     per_sm = _programs_per_sm(args, x.device, PERSISTENT_CHUNK, splits_pow2, even)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
