@@ -16,9 +16,8 @@ Method (docs/benchmarks.md says it in prose):
   Triton launches counted), and a launch on any other stream is refused: work on a
   side stream would finish after the end event;
 * each output is cloned at once, so the checker can ask afterwards for any row of
-  any timed call; repetitions continue until the submission's times add up to
-  ``min_total_ms`` and their interquartile spread is under the target, or the budget is
-  spent.
+  any timed call; repetitions continue until the interquartile spread of the
+  submission's times is under the target, or the budget is spent.
 Nothing here is believed by the checker without checking: it gets the raw times
 and the rows it asks for, and judges both.
 """
@@ -71,7 +70,6 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
     recipes = [InputRecipe.from_json(d) for d in header["inputs"]]
     base_seed = int(header["seed"])
     min_reps, max_reps = int(header.get("min_reps", 10)), int(header.get("max_reps", 50))
-    min_total_ms = float(header.get("min_total_ms", 0.0))  # short calls: more repetitions
     target = float(header.get("target_spread", 0.02))
     budget_s = float(header.get("budget_s", 4.0))
     warmup = int(header.get("warmup", 2))
@@ -151,8 +149,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
         if i + 1 >= min_reps:  # stop as soon as the spread rule holds
             torch.cuda.synchronize()
             times = [elapsed(a, b) for _, _, a, b in events]
-            settled = sum(times) >= min_total_ms and interquartile_spread(times) <= target
-            if settled or time.monotonic() - started > budget_s:
+            if interquartile_spread(times) <= target or time.monotonic() - started > budget_s:
                 break
     torch.cuda.synchronize()
     times = [elapsed(e0, e1) for _, _, e0, e1 in events]
