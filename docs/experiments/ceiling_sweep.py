@@ -81,6 +81,33 @@ def persistent(per_sm, warps, stages):
     return run
 
 
+@triton.jit
+def _count_and_wait(sync_ptr, row, n_splits, MAX_SPINS: tl.constexpr, SPIN: tl.constexpr):
+    """The online reference's wait as it was: count this chunk in (acq_rel, after a barrier
+    so every thread's partial stores come first), then poll until the row's count is full
+    (SPIN=False: count only, to measure the wait's cost apart from the counter's)."""
+    tl.debug_barrier()
+    arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+    if SPIN:
+        spins = 0
+        while (arrived < n_splits) & (spins < MAX_SPINS):
+            arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
+            spins += 1
+    tl.debug_barrier()
+
+
+@triton.jit
+def _merged_partials(m_part_ptr, s_part_ptr, row, n_splits, k):
+    """The row's (M, S) from its chunks' partials, read from L2; M is -inf-guarded."""
+    m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF,
+                  cache_modifier=".cg")
+    s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0,
+                  cache_modifier=".cg")
+    big_m = tl.max(m_p, axis=0)
+    big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
+    return big_m_ref, tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
+
+
 @triton.jit(do_not_specialize=["n_tasks", "G"])
 def _prefetching_persistent_kernel(
     x_ptr, y_ptr, m_part_ptr, s_part_ptr, sync_ptr,
@@ -115,20 +142,8 @@ def _prefetching_persistent_kernel(
         cn = (tn - rn * n_splits) * CHUNK + offs
         x_next = tl.load(x_ptr + rn * x_row_stride + cn, mask=(tn < n_tasks) & (cn < n_cols),
                          other=NEG_INF)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
-        spins = 0
-        while (arrived < n_splits) & (spins < MAX_SPINS):
-            arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
-            spins += 1
-        tl.debug_barrier()
-        m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF,
-                      cache_modifier=".cg")
-        s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0,
-                      cache_modifier=".cg")
-        big_m = tl.max(m_p, axis=0)
-        big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
-        big_s = tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
+        _count_and_wait(sync_ptr, row, n_splits, MAX_SPINS, True)
+        big_m_ref, big_s = _merged_partials(m_part_ptr, s_part_ptr, row, n_splits, k)
         y = e * (tl.exp(m_ref - big_m_ref) / big_s)
         tl.store(y_ptr + row * y_row_stride + cols, y, mask=cols < n_cols)
 
@@ -195,18 +210,8 @@ def _wait_variant_kernel(
         if WAIT < 2:
             tl.store(m_part_ptr + row * n_splits + split, m)
             tl.store(s_part_ptr + row * n_splits + split, s)
-            tl.debug_barrier()
-            arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
-            if WAIT == 1:
-                spins = 0
-                while (arrived < n_splits) & (spins < MAX_SPINS):
-                    arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
-                    spins += 1
-            tl.debug_barrier()
-            m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF,
-                          cache_modifier=".cg")
-            s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0,
-                          cache_modifier=".cg")
+            _count_and_wait(sync_ptr, row, n_splits, MAX_SPINS, WAIT == 1)
+            big_m_ref, big_s = _merged_partials(m_part_ptr, s_part_ptr, row, n_splits, k)
         else:
             # The partial is its own flag: (m, s) packed into one 64-bit word, written with
             # one relaxed atomic over a slot that starts as -1 (all bits set: s would be a
@@ -224,9 +229,9 @@ def _wait_variant_kernel(
                 spins += 1
             m_p = p.to(tl.int32).to(tl.float32, bitcast=True)
             s_p = (p >> 32).to(tl.int32).to(tl.float32, bitcast=True)
-        big_m = tl.max(m_p, axis=0)
-        big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
-        big_s = tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
+            big_m = tl.max(m_p, axis=0)
+            big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
+            big_s = tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
         y = e * (tl.exp(m_ref - big_m_ref) / big_s)
         tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty))
 
@@ -367,20 +372,8 @@ def _l2_split_kernel(
         m, s = _stream_stats(x_row, start, end, TILE, STAGES)
         tl.store(m_part_ptr + row * n_splits + split, m)
         tl.store(s_part_ptr + row * n_splits + split, s)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(sync_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
-        spins = 0
-        while (arrived < n_splits) & (spins < MAX_SPINS):
-            arrived = tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu")
-            spins += 1
-        tl.debug_barrier()
-        m_p = tl.load(m_part_ptr + row * n_splits + k, mask=k < n_splits, other=NEG_INF,
-                      cache_modifier=".cg")
-        s_p = tl.load(s_part_ptr + row * n_splits + k, mask=k < n_splits, other=0.0,
-                      cache_modifier=".cg")
-        big_m = tl.max(m_p, axis=0)
-        big_m_ref = tl.where(big_m == NEG_INF, 0.0, big_m)
-        big_s = tl.sum(s_p * tl.exp(m_p - big_m_ref), axis=0)
+        _count_and_wait(sync_ptr, row, n_splits, MAX_SPINS, True)
+        big_m_ref, big_s = _merged_partials(m_part_ptr, s_part_ptr, row, n_splits, k)
         _stream_write(x_row, y_ptr + row * y_row_stride, start, end, big_m_ref,
                       1.0 / big_s, TILE)
 
