@@ -1,14 +1,16 @@
-"""Issue 16: which launch settings bring the safe-softmax reference to the copy ceiling?
+"""Issue 16: what brings the reference kernels to the copy ceiling, and what bounds them?
 
 The best public kernel on 32768×1024 and 4096×4096 bfloat16 is a plain one-row-per-program
-kernel that picks num_warps per shape; the reference picks rows per program and warps with a
-formula. This sweep times the reference's own single-pass kernel over (rows per program,
-num_warps) on the graded shapes below 0.99 of copy, then, for the long bfloat16 rows
-(1024×32768, 0.75 of copy), a persistent kernel striding over rows, and the online
-reference's split-row kernel (each row cut across 2 or 4 programs that keep their part in
-registers). For the online shapes (0.85 and 0.79), the reference's one-read persistent
-kernel at larger chunks, and a version that loads its next chunk before waiting for the
-rest of the row. `--only "1024x32768"` limits a run to some shapes.
+kernel that picks num_warps per shape; the reference picked rows per program and warps with a
+formula. This sweep times the safe reference's single-pass kernel over (rows per program,
+num_warps) on the graded shapes of up to 4096 columns (it found the rule now in the
+reference). For the long rows (1024×32768 bfloat16, and the online shapes 256×262144 and
+64×1048576) it holds the variants tried: the online reference's one-read split-row kernel at
+other chunks and warps, its wait with and without the counter, the packed-word wait (now in
+the online reference), a copy that holds its chunk in registers (the bound of any one-read
+kernel), a second read from L2, prefetching, persistent rows. Families already measured are
+switched off by empty tuples near `variants`, with their figures in comments.
+`--only "1024x32768"` limits a run to some shapes.
 
 Same method as the grader (graders.bench.time_in_process: L2 flushed, fresh inputs, a copy
 timed beside every call). Run on the GPU from the repo root:
@@ -148,20 +150,26 @@ def _prefetching_persistent_kernel(
         tl.store(y_ptr + row * y_row_stride + cols, y, mask=cols < n_cols)
 
 
+def _split_buffers(x, chunk):
+    """y, the chunk count (and its power of two), and the arguments the counter-wait
+    kernels share: (x, y, m_part, s_part, sync, n_rows, n_cols, strides, n_splits, n_tasks)."""
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    n_splits = triton.cdiv(n_cols, chunk)
+    m_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+    s_part = torch.empty_like(m_part)
+    sync = torch.zeros((n_rows + 1,), dtype=torch.int32, device=x.device)  # counts from 0
+    args = (x, y, m_part, s_part, sync, n_rows, n_cols, x.stride(0), y.stride(0),
+            n_splits, n_rows * n_splits)
+    return y, n_splits, triton.next_power_of_2(n_splits), args
+
+
 def prefetching(chunk, warps):
     """Launch like the reference's _persistent_softmax: no more programs than fit at once."""
     resident = {}
 
     def run(x):
-        n_rows, n_cols = x.shape
-        y = torch.empty_like(x)
-        n_splits = triton.cdiv(n_cols, chunk)
-        pow2 = triton.next_power_of_2(n_splits)
-        m_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
-        s_part = torch.empty_like(m_part)
-        sync = torch.zeros((n_rows + 1,), dtype=torch.int32, device=x.device)
-        args = (x, y, m_part, s_part, sync, n_rows, n_cols, x.stride(0), y.stride(0),
-                n_splits, n_rows * n_splits)
+        y, n_splits, pow2, args = _split_buffers(x, chunk)
         consts = dict(CHUNK=chunk, SPLITS_POW2=pow2, MAX_SPINS=1 << 22, num_warps=warps)
         if not x.is_cuda:  # interpreter: one program, rows of one chunk, no waiting
             _prefetching_persistent_kernel[(1,)](*args, 1, **consts)
@@ -175,7 +183,7 @@ def prefetching(chunk, warps):
             print(f"  prefetching c{chunk} w{warps}: {kernel.n_regs} regs, "
                   f"{resident['per_sm']} programs per SM", flush=True)
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        grid = min((resident["per_sm"] * sms // n_splits) * n_splits, n_rows * n_splits)
+        grid = min((resident["per_sm"] * sms // n_splits) * n_splits, x.shape[0] * n_splits)
         assert grid >= n_splits, "a row's chunks cannot all be resident"
         _prefetching_persistent_kernel[(grid,)](*args, grid, num_stages=1, **consts)
         return y
@@ -383,15 +391,7 @@ def l2_split(chunk, tile, warps, stages, per_sm_cap):
     resident = {}
 
     def run(x):
-        n_rows, n_cols = x.shape
-        y = torch.empty_like(x)
-        n_splits = triton.cdiv(n_cols, chunk)
-        pow2 = triton.next_power_of_2(n_splits)
-        m_part = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
-        s_part = torch.empty_like(m_part)
-        sync = torch.zeros((n_rows + 1,), dtype=torch.int32, device=x.device)
-        args = (x, y, m_part, s_part, sync, n_rows, n_cols, x.stride(0), y.stride(0),
-                n_splits, n_rows * n_splits)
+        y, n_splits, pow2, args = _split_buffers(x, chunk)
         consts = dict(TILE=tile, STAGES=stages, SPLITS_POW2=pow2, MAX_SPINS=1 << 22,
                       num_warps=warps)
         if not x.is_cuda:
@@ -408,7 +408,7 @@ def l2_split(chunk, tile, warps, stages, per_sm_cap):
                   f"{kernel.metadata.shared} B shared, {fit} fit, {resident['per_sm']} per SM",
                   file=LOG, flush=True)
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        grid = min((resident["per_sm"] * sms // n_splits) * n_splits, n_rows * n_splits)
+        grid = min((resident["per_sm"] * sms // n_splits) * n_splits, x.shape[0] * n_splits)
         assert grid >= n_splits, "a row's chunks cannot all be resident"
         _l2_split_kernel[(grid,)](*args, grid, chunk, **consts)
         return y
@@ -442,38 +442,42 @@ def held_copy(chunk, warps, per_sm):
         return torch.softmax(x.float(), -1).to(x.dtype) if not x.is_cuda else y
     return run
 
-# The wait variants showed (2026-12-01) that the wait costs 0-3 points: the figure follows
-# the bytes an SM holds in flight, set by registers. Programs of one or two warps holding
-# 64-128 values a thread spend a larger share of the register file on data.
-FEW_WARP_SPLITS = ()  # ((4096, 1), (2048, 1), (4096, 2), (8192, 2)): 0.54-0.84, all worse
-# (chunk, tile, warps, stages, programs per SM at most): rows in L2 at once stay under
-# ~40 MB (132 SMs × per SM × chunk × 4 bytes). Measured 2026-12-01: 0.58-0.64 of copy on
-# the online shapes, 0.40-0.54 on 1024×32768 bfloat16 (the second read does not come for
-# free), so they are left out of later runs.
-L2_SPLITS_MEASURED = ((32768, 2048, 4, 3, 8), (16384, 2048, 4, 3, 16), (65536, 2048, 8, 3, 4),
-             (32768, 4096, 8, 2, 8))
+# What each family of variants measured on the H200 (2026-12-01, fractions of copy; the
+# raw lines are in ceiling_sweep.log). A family runs again when its tuple is filled in.
+
+# programs of one or two warps, holding 64-128 values a thread (split_rows):
+# ((4096, 1), (2048, 1), (4096, 2), (8192, 2)): 0.54-0.84 online, 0.61-0.74 bfloat16 rows
+FEW_WARP_SPLITS = ()
+# a second read from L2, (chunk, tile, warps, stages, programs per SM at most), rows in L2 at
+# once under ~40 MB: 0.58-0.64 online, 0.40-0.54 on 1024×32768 bfloat16 (l2_rows: 0.44-0.53)
+L2_SPLITS_MEASURED = ((32768, 2048, 4, 3, 8), (16384, 2048, 4, 3, 16),
+                      (65536, 2048, 8, 3, 4), (32768, 4096, 8, 2, 8))
 L2_ROWS_MEASURED = ((2048, 4, 3, 4), (4096, 8, 2, 4), (2048, 4, 3, 8), (4096, 4, 3, 8))
 L2_SPLITS_BF16_MEASURED = ((16384, 4096, 4, 3, 16), (8192, 2048, 4, 3, 16))
 L2_SPLITS = L2_ROWS = L2_SPLITS_BF16 = ()
-WAIT_VARIANTS = True
-# measured 2026-12-01: (0, 0) 0.850/0.821, (1, 0) 0.849/0.790, (1, 1) 0.807/0.719
-WAITS = ((2, 0),)  # (1, 0) 0.858/0.766, (2, 0) 0.890/0.820 (2026-12-01)
-WAIT2_ONLINE = ((16384, 4), (16384, 8), (4096, 4), (4096, 2), (8192, 8))
-WAIT2_BF16 = ((8192, 4), (4096, 4), (4096, 2), (8192, 8), (2048, 2))  # (16384, 8): 0.695
-# held copy, programs per SM 1..6, 8, measured 2026-12-01 (256×262144 / 64×1048576):
+# the wait, c8192 w4, (WAIT, one program fewer per SM), 256×262144 / 64×1048576:
+# (0, 0) 0.850/0.821, (1, 0) 0.849-0.858/0.766-0.790, (1, 1) 0.807/0.719,
+# (2, 0) 0.890/0.812-0.820: the counter's fence was the cost, not the waiting
+WAITS = ()
+# the packed-word wait (2) at other chunks and warps, same shapes: c16384 w4 0.876/0.758,
+# c16384 w8 0.847/0.693, c4096 w4 0.868/0.683, c4096 w2 0.900/0.783, c8192 w8 0.835/0.656
+WAIT2_ONLINE = ()
+# 1024×32768 bfloat16: c8192 w4 0.804, c4096 w4 0.802, c4096 w2 0.796, c8192 w8 0.754,
+# c2048 w2 0.784, c16384 w8 0.695 (the reference: 0.754-0.765)
+WAIT2_BF16 = ()
+# held copy, programs per SM 1..6, 8 (256×262144 / 64×1048576):
 # 0.766/0.767, 0.907/0.912, 0.914/0.923, 0.931/0.926, 0.928/0.922, 0.881/0.887, 0.887/0.893
 HELD_PER_SM = ()
-HELD_BF16_WARPS = ()  # (16, 32): 0.861, 0.867 on 1024×32768 bfloat16 (2026-12-01)
-PREFETCHING = ()  # ((8192, 4),): 0.79 and 0.60 (2026-12-01); ((4096, 4), (4096, 8), (8192, 8)) before
-
+HELD_BF16_WARPS = ()  # (16, 32): 0.861, 0.867 on 1024×32768 bfloat16
+PREFETCHING = ()  # ((8192, 4),): 0.79 and 0.60; ((4096, 4), (4096, 8), (8192, 8)) before
 
 def variants(rows, cols):
     if cols >= 65536 or (rows, cols) == (3, 256):  # the online shapes (and their CPU check)
-        chunks = ((256, 4),) if cols < 65536 else ((8192, 4), (4096, 4), (4096, 8), (8192, 8))
+        prefetch = PREFETCHING if cols >= 65536 else ((256, 4),)  # the CPU check's
         # (c16384 w8/w16 measured 0.75 and 0.68 on 2026-12-01: fewer, bigger programs)
         split = [] if cols < 65536 else [(f"split c{c} w{w}", split_rows(c, w))
                                          for c, w in FEW_WARP_SPLITS]
-        waits = [] if cols < 65536 or not WAIT_VARIANTS else [
+        waits = [] if cols < 65536 else [
             (f"wait{w} c8192 w4{' -1/SM' if less else ''}", wait_variant(8192, 4, w, less))
             for w, less in WAITS] + [(f"wait2 c{c} w{w}", wait_variant(c, w, 2))
                                       for c, w in WAIT2_ONLINE]
@@ -483,7 +487,7 @@ def variants(rows, cols):
         held = [] if cols < 65536 else [(f"held copy c8192 w4 {p}/SM", held_copy(8192, 4, p))
                                         for p in HELD_PER_SM]
         return ([("online reference", online.online_softmax)] + held + waits + l2 + split
-                + [(f"prefetching c{c} w{w}", prefetching(c, w)) for c, w in PREFETCHING])
+                + [(f"prefetching c{c} w{w}", prefetching(c, w)) for c, w in prefetch])
     out = [("reference", safe.softmax)]
     if cols <= 4096:
         for block_m in (1, 2, 4) if cols >= 1024 else (4, 8, 16, 32):
