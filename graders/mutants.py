@@ -203,8 +203,12 @@ def apply_patch(reference: str, patch: str, where: str = "patch") -> str:
         candidates = sorted(range(pos, len(lines) - len(old) + 1), key=lambda at: abs(at - want))
         at = next((c for c in candidates if lines[c:c + len(old)] == old), None)
         if at is None:
+            # report where the hunk almost fits (most of its lines match; the nearest such
+            # place), so the message names the line that changed, also after a shift
+            closest = max(candidates, default=max(pos, want), key=lambda c: (
+                sum(a == b for a, b in zip(lines[c:c + len(old)], old)), -abs(c - want)))
             raise PatchError(f"{where}: hunk {number} (line {start} of the reference) does not "
-                             f"apply: {_first_difference(lines, max(pos, want), old)}")
+                             f"apply: {_first_difference(lines, closest, old)}")
         offset = at - (start if not old else start - 1)
         out += lines[pos:at] + new
         pos = at + len(old)

@@ -45,6 +45,19 @@ def test_a_patch_whose_context_changed_names_itself_the_hunk_and_the_line():
     assert "'line nineteen' at line 19 where the patch expects 'line 19'" in text
 
 
+
+def test_after_the_reference_grew_the_error_still_names_the_line_that_changed():
+    # a reference that gained 12 lines above the hunk (as a new tuning helper adds), then
+    # a change inside the hunk's context: the message points at the changed line where
+    # the hunk now sits, not at whatever the header's old line number holds
+    patch = make_patch(REFERENCE, _edited(REFERENCE, "line 20\n", "line twenty\n"), HEADER,
+                       "solution.py", "m.py")
+    grown = "".join(f"new {i}\n" for i in range(12)) + _edited(REFERENCE, "line 19\n",
+                                                                 "line nineteen\n")
+    with pytest.raises(PatchError) as caught:
+        apply_patch(grown, patch)
+    assert "'line nineteen' at line 31 where the patch expects 'line 19'" in str(caught.value)
+
 def test_files_without_a_final_newline_and_insertions_at_either_end():
     reference = "a\nb\nc"
     for mutant in ("a\nb\nc\n", "a\nb\nC", "first\na\nb\nc\nlast"):
