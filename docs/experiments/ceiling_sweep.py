@@ -195,7 +195,7 @@ def _wait_variant_kernel(
     x_ptr, y_ptr, m_part_ptr, s_part_ptr, sync_ptr, slot_ptr,
     n_rows, n_cols, x_row_stride, y_row_stride, n_splits, n_tasks, G,
     CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr, MAX_SPINS: tl.constexpr,
-    WAIT: tl.constexpr,
+    WAIT: tl.constexpr, SLEEP_ASM: tl.constexpr = None,
 ):
     """The online reference's one-read persistent kernel (full chunks only) with its wait
     for the row's partials kept or left out, to measure what the wait costs:
@@ -233,6 +233,9 @@ def _wait_variant_kernel(
             p = tl.load(slots + k, mask=k < n_splits, other=empty_word, volatile=True)
             spins = 0
             while (tl.sum((p == -1).to(tl.int32), axis=0) > 0) & (spins < MAX_SPINS):
+                if SLEEP_ASM is not None:  # back off: fewer polls of the row's slots in L2
+                    spins = tl.inline_asm_elementwise(SLEEP_ASM, "=r,r", [spins],
+                                                      dtype=tl.int32, is_pure=False, pack=1)
                 p = tl.load(slots + k, mask=k < n_splits, other=empty_word, volatile=True)
                 spins += 1
             m_p = p.to(tl.int32).to(tl.float32, bitcast=True)
@@ -244,7 +247,7 @@ def _wait_variant_kernel(
         tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty))
 
 
-def wait_variant(chunk, warps, wait, per_sm_less=0):
+def wait_variant(chunk, warps, wait, per_sm_less=0, sleep_ns=0):
     """Launch _wait_variant_kernel like the reference: no more programs than fit at once
     (per_sm_less: that many fewer per SM, to see whether a spare slot helps)."""
     resident = {}
@@ -263,6 +266,8 @@ def wait_variant(chunk, warps, wait, per_sm_less=0):
                 n_splits, n_rows * n_splits)
         consts = dict(CHUNK=chunk, SPLITS_POW2=pow2, MAX_SPINS=1 << 22, WAIT=wait,
                       num_warps=warps)
+        if sleep_ns:  # WAIT=2 polls with a pause between reads of the slots
+            consts["SLEEP_ASM"] = f"nanosleep.u32 {sleep_ns}; mov.b32 $0, $1;"
         if not x.is_cuda:  # interpreter: programs run one by one, so one program in all
             _wait_variant_kernel[(1,)](*args, 1, **consts)
             return y
@@ -462,6 +467,9 @@ WAITS = ()
 # the packed-word wait (2) at other chunks and warps, same shapes: c16384 w4 0.876/0.758,
 # c16384 w8 0.847/0.693, c4096 w4 0.868/0.683, c4096 w2 0.900/0.783, c8192 w8 0.835/0.656
 WAIT2_ONLINE = ()
+# the packed-word wait with a pause between polls (does polling 1 KiB of slots per spin at
+# 128 chunks a row slow 64×1048576?)
+WAIT2_SLEEP_NS = (0, 100, 500, 2000)
 # 1024×32768 bfloat16: c8192 w4 0.804, c4096 w4 0.802, c4096 w2 0.796, c8192 w8 0.754,
 # c2048 w2 0.784, c16384 w8 0.695 (the reference: 0.754-0.765)
 WAIT2_BF16 = ()
@@ -480,7 +488,9 @@ def variants(rows, cols):
         waits = [] if cols < 65536 else [
             (f"wait{w} c8192 w4{' -1/SM' if less else ''}", wait_variant(8192, 4, w, less))
             for w, less in WAITS] + [(f"wait2 c{c} w{w}", wait_variant(c, w, 2))
-                                      for c, w in WAIT2_ONLINE]
+                                      for c, w in WAIT2_ONLINE] + [
+            (f"wait2 c8192 w4 sleep {ns} ns", wait_variant(8192, 4, 2, sleep_ns=ns))
+            for ns in WAIT2_SLEEP_NS]
         l2 = [] if cols < 65536 else [
             (f"l2 split c{c} t{t} w{w} s{st} <={cap}/SM", l2_split(c, t, w, st, cap))
             for c, t, w, st, cap in L2_SPLITS]
