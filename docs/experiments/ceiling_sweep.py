@@ -468,8 +468,9 @@ WAITS = ()
 # c16384 w8 0.847/0.693, c4096 w4 0.868/0.683, c4096 w2 0.900/0.783, c8192 w8 0.835/0.656
 WAIT2_ONLINE = ()
 # the packed-word wait with a pause between polls (does polling 1 KiB of slots per spin at
-# 128 chunks a row slow 64×1048576?)
-WAIT2_SLEEP_NS = (0, 100, 500, 2000)
+# 128 chunks a row slow 64×1048576?): 0, 100, 500, 2000 ns: 0.897, 0.901, 0.908, 0.875 /
+# 0.824, 0.821, 0.811, 0.768. No: the polls are not what holds 64×1048576 back.
+WAIT2_SLEEP_NS = ()
 # 1024×32768 bfloat16: c8192 w4 0.804, c4096 w4 0.802, c4096 w2 0.796, c8192 w8 0.754,
 # c2048 w2 0.784, c16384 w8 0.695 (the reference: 0.754-0.765)
 WAIT2_BF16 = ()
