@@ -19,6 +19,7 @@ The rules, said once here and in the README:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -78,9 +79,21 @@ def deadline_for(db: Session, settings: Settings, exercise: ExerciseInfo,
                  user: User | None) -> StudentDeadline:
     """This student's deadline for this exercise (anyone else, or nobody: the course's)."""
     course = deadline_of(settings, exercise)
-    if user is None or course is None:
-        return StudentDeadline(course, course, None)
-    return applying(course, _extension(db, user.id, exercise.name))
+    return applying(course, _extension(db, user.id, exercise.name) if user and course else None)
+
+
+def deadlines_for(db: Session, settings: Settings, user: User | None
+                  ) -> Callable[[ExerciseInfo], StudentDeadline]:
+    """``deadline_for`` of one reader for any exercise, their extensions read in one query:
+    for the lists that show every exercise at once."""
+    granted = extensions_by_student(db, user.id) if user else {}
+    return lambda exercise: applying(deadline_of(settings, exercise),
+                                     granted.get((user.id, exercise.name)) if user else None)
+
+
+def is_late(at: datetime, deadline: datetime | None) -> bool:
+    """Submitted after the deadline that applies (none: never late)."""
+    return bool(deadline and at > deadline)
 
 
 def extensions_by_student(db: Session, user_id: int | None = None
@@ -142,7 +155,7 @@ def remark(db: Session, user_id: int, exercise: str, deadline: datetime | None) 
     changed = 0
     for s in db.scalars(select(Submission).where(Submission.user_id == user_id,
                                                  Submission.exercise == exercise)):
-        late = bool(deadline and as_utc(s.created_at) > deadline)
+        late = is_late(as_utc(s.created_at), deadline)
         if s.late != late:
             s.late, changed = late, changed + 1
     return changed
@@ -197,11 +210,3 @@ def revoke(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo], 
     db.commit()
     return changed
 
-
-def extension_json(extension: Extension, course: datetime | None) -> dict:
-    return {"username": extension.user.username, "display_name": extension.user.display_name,
-            "exercise": extension.exercise, "deadline": as_utc(extension.deadline).isoformat(),
-            "course_deadline": course.isoformat() if course else None,
-            "granted_at": as_utc(extension.granted_at).isoformat(),
-            "granted_by": extension.granter.username if extension.granter else None,
-            "note": extension.note}

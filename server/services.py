@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from graders.vocabulary import LANGUAGE_BY_SUFFIX
 
 from .api.common import iso
-from .deadlines import deadline_for
+from .deadlines import deadline_for, is_late
 from .graders_client import ExerciseInfo
 from .models import Flag, GradeRun, Role, Status, Submission, User, as_utc
 from .queue import queue_depth
@@ -87,7 +87,7 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
     submission = Submission(user_id=user.id, exercise=exercise.name, language=language,
                             filename=PurePath(filename).name[:128] or "submission", source=source,
                             status=Status.QUEUED, attempts=0,
-                            late=bool(deadline and now > deadline), created_at=now)
+                            late=is_late(now, deadline), created_at=now)
     db.add(submission)
     db.commit()
     log.info("submission=%d user=%s exercise=%s language=%s queued", submission.id,

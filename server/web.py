@@ -34,7 +34,7 @@ from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Submission, User, as_utc
 from .progress import progress_of
-from .deadlines import StudentDeadline, all_extensions, deadline_for
+from .deadlines import all_extensions, deadline_for, deadlines_for
 from .services import (LATE_POLICIES, Refused, accept_submission,
                        leaderboard, own_work_in_flight, requeue, submissions_query)
 from .settings import REPO_ROOT
@@ -163,29 +163,18 @@ def signout(request: Request, db: Session = Depends(get_db)):
 # -- exercises and submitting ------------------------------------------------------------------
 
 @router.get("/exercises", response_class=HTMLResponse)
-def exercises_page(request: Request, user: User | None = Depends(viewer)):
-    rows = [(e, _deadline_of_student(request, e.name, user).at)
-            for e in request.app.state.exercises.values()]
+def exercises_page(request: Request, user: User | None = Depends(viewer),
+                   db: Session = Depends(get_db)):
+    # the reader's deadlines (their extensions, if any: server/deadlines.py), in one query
+    deadline = deadlines_for(db, request.app.state.settings, user)
+    rows = [(e, deadline(e).at) for e in request.app.state.exercises.values()]
     return render(request, "exercises.html", user, rows=rows)
 
 
-def _deadline_of_student(request: Request, exercise_name: str, user: User | None,
-                         db: Session | None = None) -> StudentDeadline | None:
-    """The deadline that applies to ``user`` (their extension, if they have one:
-    server/deadlines.py); None for an exercise no longer served."""
-    exercise = request.app.state.exercises.get(exercise_name)
-    if exercise is None:
-        return None
-    if db is None:
-        with request.app.state.sessionmaker() as own:
-            return deadline_for(own, request.app.state.settings, exercise, user)
-    return deadline_for(db, request.app.state.settings, exercise, user)
-
-
-def _exercise_page(request, user, exercise, status_code=200, **context):
+def _exercise_page(request, db, user, exercise, status_code=200, **context):
     language = context.pop("language", exercise.languages[0])
     skeleton = exercise.skeletons.get(language, {}).get("source", "")
-    due = _deadline_of_student(request, exercise.name, user)
+    due = deadline_for(db, request.app.state.settings, exercise, user)
     # the student's own exercise parameters, shown on the page (none signed out)
     params = params_for(request.app.state.settings, request.app.state.exercises,
                         exercise.name, user.username) if user else {}
@@ -195,8 +184,9 @@ def _exercise_page(request, user, exercise, status_code=200, **context):
 
 
 @router.get("/exercises/{name}", response_class=HTMLResponse)
-def exercise_page(name: str, request: Request, user: User | None = Depends(viewer)):
-    return _exercise_page(request, user, exercise_or_error(request, name))
+def exercise_page(name: str, request: Request, user: User | None = Depends(viewer),
+                  db: Session = Depends(get_db)):
+    return _exercise_page(request, db, user, exercise_or_error(request, name))
 
 
 @router.get("/exercises/{name}/skeleton/{language}")
@@ -250,7 +240,7 @@ async def submit_page(name: str, request: Request, source: str = Form(""),
         in_flight = db.scalar(select(Submission.id).where(
             Submission.user_id == user.id, own_work_in_flight()).order_by(Submission.id.desc())
             .limit(1)) if refused.status == 429 else None
-        return _exercise_page(request, user, exercise, refused.status, error=refused.detail,
+        return _exercise_page(request, db, user, exercise, refused.status, error=refused.detail,
                               source=source, language=language or exercise.languages[0],
                               in_flight=in_flight)
     request.app.state.dispatcher.notify()
@@ -265,8 +255,10 @@ def submission_page(submission_id: DbId, request: Request, user: User = Depends(
     s = own_submission(db, user, submission_id)
     result = s.results[-1].result if s.results else None
     progress = progress_of(request, db, s)
+    exercise = request.app.state.exercises.get(s.exercise)  # None: no longer served
     return render(request, "submission.html", user, s=s, result=result,
-                  due=_deadline_of_student(request, s.exercise, s.user, db),
+                  due=exercise and deadline_for(db, request.app.state.settings, exercise,
+                                                s.user),
                   pending=progress is not None,
                   progress=progress, chart=_chart(result),
                   older=len(s.results) - 1 if s.results else 0)

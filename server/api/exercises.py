@@ -4,7 +4,7 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 
 from ..auth import get_db, optional_user
-from ..deadlines import StudentDeadline, applying, deadline_of, extensions_by_student
+from ..deadlines import StudentDeadline, deadline_for, deadlines_for
 from ..models import User
 from ..student_params import params_for
 from .common import exercise_or_error, iso
@@ -19,17 +19,10 @@ def _deadlines(d: StudentDeadline) -> dict:
     return {"deadline": iso(d.at), "course_deadline": iso(d.course), "extended": d.extended}
 
 
-def _theirs(request: Request, db: Session, user: User | None):
-    settings = request.app.state.settings
-    granted = extensions_by_student(db, user.id) if user else {}
-    return lambda e: applying(deadline_of(settings, e), granted.get((user.id, e.name))
-                              if user else None)
-
-
 @router.get("")
 def list_exercises(request: Request, user: User | None = Depends(optional_user),
                    db: Session = Depends(get_db)):
-    deadline = _theirs(request, db, user)
+    deadline = deadlines_for(db, request.app.state.settings, user)
     return {"exercises": [
         {"name": e.name, "title": e.title, "summary": e.summary, "languages": e.languages,
          **_deadlines(deadline(e))}
@@ -40,8 +33,9 @@ def list_exercises(request: Request, user: User | None = Depends(optional_user),
 def get_exercise(name: str, request: Request, user: User | None = Depends(optional_user),
                  db: Session = Depends(get_db)):
     e = exercise_or_error(request, name)
+    due = deadline_for(db, request.app.state.settings, e, user)
     return {"name": e.name, "title": e.title, "summary": e.summary, "languages": e.languages,
-            "entry_points": e.entry_points, **_deadlines(_theirs(request, db, user)(e)),
+            "entry_points": e.entry_points, **_deadlines(due),
             "statement": e.statement, "skeletons": e.skeletons, "checks": e.checks,
             "params": _own_params(request, e, user)}
 

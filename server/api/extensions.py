@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from ..auth import get_db, instructor
-from ..deadlines import (NOTE_MAX, Unaccepted, all_extensions, deadline_of, extension_json,
-                         grant, parse_deadline, revoke)
-from ..models import User
+from ..deadlines import (NOTE_MAX, Unaccepted, all_extensions, deadline_of, grant,
+                         parse_deadline, revoke)
+from ..models import Extension, User
+from .common import iso
 from .validation import read_json
 
 router = APIRouter(prefix="/api/admin/extensions", tags=["admin"])
@@ -21,6 +24,14 @@ class ExtensionIn(BaseModel):
     exercise: str = Field(min_length=1, max_length=64)
     deadline: str = Field(min_length=1, max_length=64)  # ISO 8601 with a timezone
     note: str = Field("", max_length=NOTE_MAX)
+
+
+def extension_json(extension: Extension, course: datetime | None) -> dict:
+    return {"username": extension.user.username, "display_name": extension.user.display_name,
+            "exercise": extension.exercise, "deadline": iso(extension.deadline),
+            "course_deadline": iso(course), "granted_at": iso(extension.granted_at),
+            "granted_by": extension.granter.username if extension.granter else None,
+            "note": extension.note}
 
 
 @router.get("")
