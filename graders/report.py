@@ -27,7 +27,7 @@ def render(result: GradeResult) -> str:
             lines.append(f"  {mark}  {c.name:<{width}}  {c.points:.4g}/{c.max_points:.4g}")
             if not c.passed and c.ran:
                 lines.append(f"        {c.message}")
-                if c.dump and "columns" in c.dump:
+                if c.dump:
                     lines.extend(dump_table(c.dump))
     lines.extend(_performance(result.performance))
     if result.output:
@@ -54,7 +54,11 @@ def _performance(perf: dict | None) -> list[str]:
 
 
 def dump_table(dump: dict) -> list[str]:
-    """A failed check's worst row as a small table (this report, and JUnit's failure text)."""
+    """A failed check's worst row as a small table (this report, JUnit's failure text, the
+    platforms' results.json); none for a dump of values rather than of a row's columns
+    (judge.compare_values)."""
+    if "columns" not in dump:
+        return []
     rows = [("column", dump["columns"])]
     for key in ("input", "expected", "got"):
         if key in dump:

@@ -328,3 +328,19 @@ def test_prairielearn_grades_the_reference_and_mutants(prairielearn_course, worl
     lost = sum(tests[n]["max_points"] for n in failing)
     assert 0.0 <= results["score"] <= 1.0
     assert results["score"] == pytest.approx((100 - lost) / 100)
+
+
+def test_a_failed_check_that_dumps_values_not_a_row_still_gives_results_json():
+    # online_softmax's answer checks (judge.compare_values) dump an index and two values,
+    # not a row's columns: the platforms' output once raised KeyError there, and the
+    # student got no results.json at all
+    from graders.integrations import formats
+    check = {"name": "byte_count_answers", "points": 0.0, "max_points": 10.0,
+             "passed": False, "ran": True, "message": "bytes_1pass is wrong",
+             "dump": {"index": 1, "expected": 134217728, "got": 1}}
+    result = {"verdict": "failed", "score": 90.0, "max_score": 100.0, "checks": [check],
+              "device": "cpu"}
+    assert formats.gradescope(result, "bubblewrap")["tests"][0]["output"] == \
+        "bytes_1pass is wrong"
+    assert formats.prairielearn(result, "bubblewrap")["tests"][0]["output"] == \
+        "bytes_1pass is wrong"
