@@ -272,7 +272,7 @@ def make_header(expect: str, notes: Sequence[str] = (), width: int = 96) -> str:
     for i, note in enumerate(notes):
         lines += (["#"] if i == 0 else []) + wrap(note, "# ")
     header = "\n".join(lines) + "\n"
-    names, why = read_expectation(header, "--expect")
+    names = read_expectation(header, "--expect")[0]
     if names != read_expectation(f"# expect: {expect}", "--expect")[0]:  # never seen
         raise ValueError(f"--expect {expect!r}: the wrapped header reads back differently")
     return header

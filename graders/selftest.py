@@ -67,13 +67,9 @@ def read_expectation(path: Path) -> tuple[tuple[str, ...], str]:
 
 
 def read_file_expectation(path: Path) -> tuple[tuple[str, ...], str]:
-    """A from_scratch file's expectation: its leading comment lines read as a header."""
-    header = []
-    for line in path.read_text().splitlines():
-        if not line.strip().startswith(("#", "//")):
-            break
-        header.append(line)
-    return read_header_expectation("\n".join(header), str(path))
+    """A from_scratch file's expectation: the file's first line and the comments under it,
+    read as a patch's header is."""
+    return read_header_expectation(path.read_text(), str(path))
 
 
 def validate_expectation(path: Path, expect: tuple[str, ...], checks: set[str]) -> None:

@@ -16,11 +16,10 @@ from typing import Any
 from ..checker import Grader
 from ..registry import get_exercise
 from ..spec import ExerciseSpec
-from ..vocabulary import Device, Language
+from ..vocabulary import LANGUAGE_BY_SUFFIX, Device, Language
 from .confinement import Confinement
 
-EXPECTED_STEM = "solution"
-FILENAMES = {Language.TRITON: ("solution.py",), Language.HIP: ("solution.hip", "solution.cpp")}
+EXPECTED_STEM = "solution"  # the platforms' file is solution.<a suffix of its language>
 
 
 class NoSubmission(Exception):
@@ -28,7 +27,8 @@ class NoSubmission(Exception):
 
 
 def expected_names(spec: ExerciseSpec) -> list[str]:
-    return [n for lang in spec.languages for n in FILENAMES.get(Language(lang), ())]
+    return [EXPECTED_STEM + suffix for lang in spec.languages
+            for suffix, its in LANGUAGE_BY_SUFFIX.items() if its == lang]
 
 
 def find_submission(folder: Path, spec: ExerciseSpec) -> Path:
