@@ -55,6 +55,16 @@ class GradeResult:
     params: dict[str, Any] = field(default_factory=dict)
     grader_version: str = GRADER_VERSION
 
+    def run_error(self) -> str | None:
+        """What went wrong with the run itself, beyond failed checks: a verdict that ended
+        it, or "failed" with no failed check to show for it. None when the checks say all
+        (the CLI's JUnit and GitHub formats give it an entry of its own)."""
+        failed = any(c.ran and not c.passed for c in self.checks)
+        if self.verdict in (Verdict.PASSED, Verdict.COMPILED) or \
+                (self.verdict is Verdict.FAILED and failed):
+            return None
+        return self.message or f"the run ended: {self.verdict.value}"
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["verdict"] = self.verdict.value

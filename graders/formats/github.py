@@ -14,19 +14,13 @@ import secrets
 
 from ..report import render as render_text
 from ..results import GradeResult
-from ..vocabulary import Verdict
-
-# verdicts that are not themselves an error: a failed check carries its own annotation
-_NOT_AN_ERROR = (Verdict.PASSED, Verdict.FAILED, Verdict.COMPILED)
-
 
 def render_github(result: GradeResult, file: str) -> str:
     path = annotation_path(file)
     lines = []
     failed = [c for c in result.checks if c.ran and not c.passed]
-    if result.verdict not in _NOT_AN_ERROR or (result.verdict is Verdict.FAILED and not failed):
-        lines.append(command("error", result.message or f"the run ended: {result.verdict.value}",
-                             file=path, line=result.line,
+    if (run_error := result.run_error()) is not None:  # a failed check has its own below
+        lines.append(command("error", run_error, file=path, line=result.line,
                              title=f"{result.exercise}: {result.verdict.value}"))
     for check in failed:
         lines.append(command("error", check.message, file=path, line=result.line,

@@ -13,14 +13,10 @@ import xml.etree.ElementTree as ET
 
 from ..report import dump_table
 from ..results import CheckResult, GradeResult
-from ..vocabulary import Verdict
 
 # XML 1.0 cannot hold most control characters at all, escaped or not, and a student's
 # printed output or an exception text may contain them: show them as \xNN instead.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-# verdicts that say nothing is wrong with what ran, so they add no error case of their own
-_NO_ERROR_CASE = (Verdict.PASSED, Verdict.FAILED, Verdict.COMPILED)
 
 
 def render_junit(result: GradeResult, file: str) -> str:
@@ -44,10 +40,8 @@ def _suite(result: GradeResult, file: str) -> ET.Element:
         suite.append(_check_case(result.exercise, check, seconds.get(check.name, 0.0)))
     if result.performance:
         suite.append(_performance_case(result.exercise, result.performance))
-    failures = sum(1 for c in result.checks if c.ran and not c.passed)
-    ended_run = result.verdict not in _NO_ERROR_CASE
-    if ended_run or (result.verdict is Verdict.FAILED and failures == 0):
-        suite.append(_verdict_case(result, file))
+    if (run_error := result.run_error()) is not None:  # failed checks are cases of their own
+        suite.append(_verdict_case(result, file, run_error))
     if result.output:
         ET.SubElement(suite, "system-out").text = _text(result.output)
     cases = suite.findall("testcase")
@@ -86,13 +80,12 @@ def _performance_case(exercise: str, perf: dict) -> ET.Element:
     return case
 
 
-def _verdict_case(result: GradeResult, file: str) -> ET.Element:
+def _verdict_case(result: GradeResult, file: str, message: str) -> ET.Element:
     attrs = {"classname": result.exercise, "name": result.verdict.value, "time": "0.000",
              "file": file}
     if result.line is not None:
         attrs["line"] = str(result.line)
     case = ET.Element("testcase", attrs)
-    message = result.message or f"the run ended: {result.verdict.value}"
     error = ET.SubElement(case, "error", {"message": _text(message),
                                           "type": result.verdict.value})
     error.text = _text(message)
