@@ -253,3 +253,19 @@ def test_progress_lines_only_for_text_on_a_terminal(fmt, starts):
     assert proc.wait(timeout=120) == 1
     out = b"".join(chunks).decode()
     assert out.startswith(starts), out[:200]
+
+
+def test_only_a_run_that_went_wrong_beyond_its_checks_gets_an_error_entry_of_its_own():
+    ok = CheckResult("random_rows", True, "ok", 10.0, 10.0)
+    bad = CheckResult("poisoned_row", False, "NaN in row 3", 0.0, 10.0)
+
+    def result(verdict, checks, message=""):
+        return GradeResult("safe_softmax", "triton", "cpu", verdict, 0.0, checks, message)
+
+    assert result(Verdict.PASSED, [ok]).run_error() is None
+    assert result(Verdict.FAILED, [ok, bad]).run_error() is None  # its failed check says it
+    assert result(Verdict.FAILED, [ok], "the answers were not checked").run_error() == \
+        "the answers were not checked"
+    assert result(Verdict.TIMEOUT, [ok]).run_error() == "the run ended: timeout"
+    junit = render_junit(result(Verdict.TIMEOUT, [ok]), "solution.py")
+    assert 'type="timeout"' in junit and "the run ended: timeout" in junit
