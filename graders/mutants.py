@@ -241,9 +241,11 @@ def mutant_source(mutant: Mutant, reference: Path | None = None) -> str:
 
 
 def materialise(mutant: Mutant, folder: Path) -> Path:
-    """Write the mutant's source into ``folder`` (its file name keeps the language)."""
+    """Write the mutant's source to ``folder/<exercise>/`` (two exercises may have mutants of
+    the same name; the file name keeps the language)."""
     source = mutant_source(mutant)
-    path = folder / mutant.filename
+    (folder / mutant.exercise).mkdir(exist_ok=True)
+    path = folder / mutant.exercise / mutant.filename
     path.write_text(source)
     return path
 

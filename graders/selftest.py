@@ -146,9 +146,8 @@ def run_selftest(device: Device, jobs: int | None = None, only: list[str] | None
     def run(case: Case, work: Path) -> tuple[Case, GradeResult | str]:
         path = case.path
         if case.mutant is not None:
-            try:  # each exercise its own folder: two exercises may share a mutant's name
-                (work / case.exercise.name).mkdir(exist_ok=True)
-                path = materialise(case.mutant, work / case.exercise.name)
+            try:
+                path = materialise(case.mutant, work)
             except PatchError as exc:
                 return case, str(exc)  # a patch that does not apply is a wrong case
         return case, grade(case.exercise, path, device, launcher=launcher,

@@ -44,9 +44,8 @@ def mutant_file(exercise: str, name: str) -> Path:
     whole = scratch / (name if "." in name else f"{name}.py")
     if whole.is_file():
         return whole
-    folder = _MUTANTS / exercise
-    folder.mkdir(mode=0o755, exist_ok=True)
-    return materialise(get_mutant(exercise, name), folder)
+    (_MUTANTS / exercise).mkdir(mode=0o755, exist_ok=True)  # job uids read it (o+rx)
+    return materialise(get_mutant(exercise, name), _MUTANTS)
 
 
 ATTACK_TABLE: list[tuple[str, str, float, str]] = []  # filled by test_attacks.py

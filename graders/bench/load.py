@@ -95,8 +95,7 @@ def load_mix(manifest: Path = MANIFEST) -> list[MixEntry]:
                 folder = Path(tempfile.mkdtemp(prefix="mix-mutants-"))
                 atexit.register(shutil.rmtree, folder, ignore_errors=True)
             mutant = get_mutant(row["exercise"], row["mutant"])
-            (folder / mutant.exercise).mkdir(exist_ok=True)  # same names in two exercises
-            file = materialise(mutant, folder / mutant.exercise)
+            file = materialise(mutant, folder)
             shown = str(mutant.patch.relative_to(REPO_ROOT)) if mutant.patch.is_relative_to(
                 REPO_ROOT) else mutant.label
         else:
