@@ -133,6 +133,19 @@ class _CompiledOnly(Exception):
         self.warnings = warnings
 
 
+# CPython 3.11 keeps ast.parse's recursion count in one per-interpreter struct, so two
+# threads parsing at once (a worker grading two files) can corrupt it and raise
+# "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905, seen in
+# our CI). Parsing takes milliseconds, so one at a time costs nothing.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(source: bytes) -> None:
+    """Parses a submission's text (raising SyntaxError with its line); nothing of it runs."""
+    with _PARSE_LOCK:
+        ast.parse(source, filename="submission.py")
+
+
 class Grader:
     """Grades one submission: its checks spread over a few runners, then its timing.
 
@@ -234,7 +247,7 @@ class Grader:
         except OSError:
             return  # the runner's load says what is wrong
         try:
-            ast.parse(source, filename="submission.py")
+            parse_python(source)
         except SyntaxError as exc:
             line = exc.lineno if isinstance(exc.lineno, int) else None
             where = f" (line {line} of your file)" if line else ""

@@ -1,14 +1,17 @@
 """End to end on the CPU interpreter: a real runner process grades real files."""
 
+import ast
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, mutant_file, run_cli
+from graders import checker
 from graders.checker import grade
 from graders.registry import get_exercise
 from graders.sandbox import Limits
@@ -254,6 +257,35 @@ def test_a_file_that_does_not_parse_is_answered_with_its_line_and_no_runner(tmp_
     assert result.verdict is Verdict.COMPILE_ERROR, result.message
     assert result.line == 3 and "(line 3 of your file)" in result.message
     assert "SyntaxError" in result.message
+
+
+def test_files_graded_at_once_are_parsed_one_at_a_time(monkeypatch):
+    """CPython 3.11's ast.parse keeps its depth count in one shared struct: two threads
+    parsing at once raised "AST constructor recursion depth mismatch" in our CI (a fork
+    bomb and a good file graded side by side). The trusted parse takes them in turn."""
+    real_parse, count_lock = ast.parse, threading.Lock()
+    inside = most = 0
+
+    def counting_parse(*args, **kwargs):
+        nonlocal inside, most
+        with count_lock:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.05)  # long enough for every thread to arrive while one parses
+        try:
+            return real_parse(*args, **kwargs)
+        finally:
+            with count_lock:
+                inside -= 1
+
+    monkeypatch.setattr(checker.ast, "parse", counting_parse)
+    threads = [threading.Thread(target=checker.parse_python, args=(b"x = 1\n",))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most == 1
 
 
 # -- the command line ---------------------------------------------------------------------
