@@ -201,9 +201,11 @@ def _wait_variant_kernel(
     for the row's partials kept or left out, to measure what the wait costs:
     WAIT=0 skips it (wrong values: the structure's cost without the dependency),
     WAIT=1 waits as the reference does, WAIT=2 publishes (m, s) as one word that is its own
-    flag (no counter, no fence). (Triton 3.6 already compiles the reference's
-    polling atomic_add(ptr, 0, sem="acquire") to one thread's ld.global.gpu.acquire, not a
-    read-modify-write: checked in the PTX for sm_90, so a plain volatile poll adds nothing.)"""
+    flag (no counter, no fence); WAIT=3 publishes the same word but does not wait (wrong
+    values: the publish without the dependency); WAIT=4 publishes nothing and normalises
+    each chunk by its own (m, s) (wrong values: exponentials and sums over a held chunk).
+    (Triton 3.6 already compiles the reference's polling atomic_add(ptr, 0, sem="acquire")
+    to one thread's ld.global.gpu.acquire, not a read-modify-write: checked in the PTX for sm_90, so a plain volatile poll adds nothing.)"""
     offs = tl.arange(0, CHUNK)
     k = tl.arange(0, SPLITS_POW2)
     for t in range(tl.program_id(0), n_tasks, G):
@@ -215,7 +217,9 @@ def _wait_variant_kernel(
         m_ref = tl.where(m == NEG_INF, 0.0, m)
         e = tl.exp(x - m_ref)
         s = tl.sum(e, axis=0)
-        if WAIT < 2:
+        if WAIT == 4:  # no partials at all: the chunk's own (m, s) (wrong values)
+            big_m_ref, big_s = m_ref, s
+        elif WAIT < 2:
             tl.store(m_part_ptr + row * n_splits + split, m)
             tl.store(s_part_ptr + row * n_splits + split, s)
             _count_and_wait(sync_ptr, row, n_splits, MAX_SPINS, WAIT == 1)
@@ -232,7 +236,8 @@ def _wait_variant_kernel(
             empty_word: tl.constexpr = 0xFF800000  # (m, s) = (-inf, 0) for lanes past n_splits
             p = tl.load(slots + k, mask=k < n_splits, other=empty_word, volatile=True)
             spins = 0
-            while (tl.sum((p == -1).to(tl.int32), axis=0) > 0) & (spins < MAX_SPINS):
+            # WAIT=3 publishes and reads the slots once without waiting (wrong values)
+            while (WAIT == 2) & (tl.sum((p == -1).to(tl.int32), axis=0) > 0) & (spins < MAX_SPINS):
                 if SLEEP_ASM is not None:  # back off: fewer polls of the row's slots in L2
                     spins = tl.inline_asm_elementwise(SLEEP_ASM, "=r,r", [spins],
                                                       dtype=tl.int32, is_pure=False, pack=1)
@@ -471,12 +476,15 @@ WAIT2_ONLINE = ()
 # 128 chunks a row slow 64×1048576?): 0, 100, 500, 2000 ns: 0.897, 0.901, 0.908, 0.875 /
 # 0.824, 0.821, 0.811, 0.768. No: the polls are not what holds 64×1048576 back.
 WAIT2_SLEEP_NS = ()
+# the ladder from the held copy to the reference's kernel, c8192 w4 (call 11): WAIT 4 (exp
+# and sums, no partials), 3 (publish, no wait), 2 (the reference's wait)
+LADDER = (4, 3, 2)
 # 1024×32768 bfloat16: c8192 w4 0.804, c4096 w4 0.802, c4096 w2 0.796, c8192 w8 0.754,
 # c2048 w2 0.784, c16384 w8 0.695 (the reference: 0.754-0.765)
 WAIT2_BF16 = ()
 # held copy, programs per SM 1..6, 8 (256×262144 / 64×1048576):
 # 0.766/0.767, 0.907/0.912, 0.914/0.923, 0.931/0.926, 0.928/0.922, 0.881/0.887, 0.887/0.893
-HELD_PER_SM = ()
+HELD_PER_SM = (5,)  # beside the ladder (call 11)
 HELD_BF16_WARPS = ()  # (16, 32): 0.861, 0.867 on 1024×32768 bfloat16
 PREFETCHING = ()  # ((8192, 4),): 0.79 and 0.60; ((4096, 4), (4096, 8), (8192, 8)) before
 
@@ -491,7 +499,8 @@ def variants(rows, cols):
             for w, less in WAITS] + [(f"wait2 c{c} w{w}", wait_variant(c, w, 2))
                                       for c, w in WAIT2_ONLINE] + [
             (f"wait2 c8192 w4 sleep {ns} ns", wait_variant(8192, 4, 2, sleep_ns=ns))
-            for ns in WAIT2_SLEEP_NS]
+            for ns in WAIT2_SLEEP_NS] + [(f"wait{w} c8192 w4", wait_variant(8192, 4, w))
+                                          for w in LADDER]
         l2 = [] if cols < 65536 else [
             (f"l2 split c{c} t{t} w{w} s{st} <={cap}/SM", l2_split(c, t, w, st, cap))
             for c, t, w, st, cap in L2_SPLITS]

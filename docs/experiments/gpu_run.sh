@@ -2,7 +2,7 @@
 # The H200 runs behind issue 11's figures (docs/benchmarks.md, docs/verification.md).
 # Usage on the device machine, from the repo root: bash docs/experiments/gpu_run.sh PART
 # SWEEP_ONLY=a,b limits the sweep to shapes containing a or b (no spaces).
-# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | sweep | bench | benchall (issue 16). Results go to $OUT (or ./gpu-out).
+# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | sweep | repeat | bench | benchall (issue 16). Results go to $OUT (or ./gpu-out).
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -54,6 +54,9 @@ for part in "$@"; do case "$part" in
     cp docs/benchmarks.md "$OUT/benchmarks.md"
     timeout ${BENCH_TIMEOUT:-500} python3 -m graders bench --repeat ${BENCH_REPEAT:-5} ${BENCH_FLAGS:-} \
       --out "$OUT/benchmarks.md" 2>&1 | tee "$OUT/benchall.log" ;;
+  repeat)  # is the spread between gradings in the kernel or in the copy? (issue 16)
+    timeout ${REPEAT_TIMEOUT:-300} python3 docs/experiments/repeatability.py \
+      --processes ${REPEAT_PROCESSES:-8} 2>&1 | tee "$OUT/repeat.log" ;;
   sweep)
     timeout ${SWEEP_TIMEOUT:-300} python3 docs/experiments/ceiling_sweep.py --budget-s ${SWEEP_BUDGET:-150} \
       $(for o in ${SWEEP_ONLY//,/ }; do printf -- "--only %s " "$o"; done) --out "$OUT/sweep.log" 2>&1 | tail -5 ;;
