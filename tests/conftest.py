@@ -48,7 +48,15 @@ def mutant_file(exercise: str, name: str) -> Path:
     return materialise(get_mutant(exercise, name), _MUTANTS)
 
 
-ATTACK_TABLE: list[tuple[str, str, float, str]] = []  # filled by test_attacks.py
+ATTACK_TABLE: list[tuple[str, str, float, str]] = []
+
+
+def pytest_runtest_logreport(report):
+    """test_attacks.py records each case's row as a property of its report: reports reach
+    the process that prints the summary also when pytest-xdist runs the tests elsewhere."""
+    if report.when == "call":
+        ATTACK_TABLE.extend(tuple(value) for key, value in report.user_properties
+                            if key == "attack_row")
 
 
 def pytest_terminal_summary(terminalreporter):

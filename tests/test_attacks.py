@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ATTACK_TABLE, REPO
+from conftest import REPO
 from graders.registry import get_exercise
 from graders.sandbox import Limits
 from graders.slots import Slot
@@ -175,7 +175,7 @@ CASE_NAMES = list(_cases(Path("/tmp"), 1))
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_attack(name, slot, tmp_path, loopback_server):
+def test_attack(name, slot, tmp_path, loopback_server, record_property):
     port, accepted = loopback_server
     source, expected = _cases(tmp_path, port)[name]
     (tmp_path / "victim.txt").write_text("victim")
@@ -188,7 +188,8 @@ def test_attack(name, slot, tmp_path, loopback_server):
     started = time.monotonic()
     result = slot.grade(exercise, path, timeout_s=LIMIT_S)
     elapsed = time.monotonic() - started
-    ATTACK_TABLE.append((name, result.verdict.value, elapsed, result.message.splitlines()[0][:70]))
+    record_property("attack_row", (name, result.verdict.value, elapsed,
+                                   result.message.splitlines()[0][:70]))
 
     assert result.verdict in expected, result.message
     assert elapsed < LIMIT_S + MARGIN_S
