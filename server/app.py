@@ -10,6 +10,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import select
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import metrics, web, web_extensions
@@ -115,6 +116,15 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         return web.render(request, "error.html", user, exc.status_code, status=exc.status_code,
                           title=titles.get(exc.status_code, "Something went wrong"),
                           detail=exc.detail)
+
+    # and a value the database itself refuses (PostgreSQL: a NUL character in a query
+    # string or a form field; SQLite stores it) is the client's too, never a 500
+    @app.exception_handler(DataError)
+    async def unstorable_input(request: Request, exc: DataError):
+        log.warning("input the database refused on %s: %s", request.url.path,
+                    str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__)
+        return await pages_get_pages(request, StarletteHTTPException(
+            422, "the request holds a value the database cannot store (a NUL character, say)"))
 
     @app.get("/api/health", tags=["health"])
     def health():

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from graders.vocabulary import LANGUAGE_BY_SUFFIX
 
 from .api.common import iso
+from .api.validation import nul_line
 from .deadlines import deadline_for, is_late
 from .graders_client import ExerciseInfo
 from .models import Flag, GradeRun, Role, Status, Submission, User, as_utc
@@ -65,6 +66,9 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
         raise Refused(422, f"the source is not UTF-8 text (byte {exc.start})") from None
     if not source.strip():
         raise Refused(422, "the source is empty")
+    if "\x00" in source:  # no compiler reads one, and PostgreSQL cannot store one
+        raise Refused(422, f"the source holds a NUL character{nul_line(source)}: a kernel's "
+                           "source is text")
 
     now = datetime.now(timezone.utc)
     if user.role is Role.STUDENT:
@@ -85,7 +89,7 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
 
     deadline = deadline_for(db, settings, exercise, user).at  # an extension counts
     submission = Submission(user_id=user.id, exercise=exercise.name, language=language,
-                            filename=PurePath(filename).name[:128] or "submission", source=source,
+                            filename=PurePath(filename.replace("\x00", "")).name[:128] or "submission", source=source,
                             status=Status.QUEUED, attempts=0,
                             late=is_late(now, deadline), created_at=now)
     db.add(submission)

@@ -87,3 +87,42 @@ def test_a_form_redirects_only_to_the_apps_own_pages(client):
                     headers={"Referer": "http://testserver/admin?exercise=safe_softmax"},
                     follow_redirects=False)
     assert r.headers["location"].startswith("/admin?exercise=safe_softmax&done=regraded")
+
+
+def test_a_nul_character_is_a_4xx_on_either_database(database_url):
+    """PostgreSQL refuses a NUL in text (SQLite keeps it): each way one can arrive is a 4xx
+    that says so, the same on both, and a source's NUL is named by its line."""
+    with running(database_url) as client:
+        token = add_students(client, "ada")["ada"]
+        by_json = client.post("/api/submissions", headers=auth(token), json={
+            "exercise": "safe_softmax", "language": "triton", "source": "x = 1\n\x00\n"})
+        _is_4xx_detail(by_json)
+        assert "NUL" in by_json.json()["detail"] and "(line 2)" in by_json.json()["detail"]
+        by_file = client.post("/api/submissions", headers=auth(token),
+                              data={"exercise": "safe_softmax"},
+                              files={"file": ("k.py", b"x = 1\ny = 2\nz = 3\x00\n")})
+        _is_4xx_detail(by_file)
+        assert "NUL" in by_file.json()["detail"] and "(line 3)" in by_file.json()["detail"]
+        roster = client.post("/api/admin/students", headers=auth(ADMIN), json={
+            "students": [{"username": "bob", "display_name": "B\x00b"}]})
+        _is_4xx_detail(roster)
+        assert "NUL" in roster.json()["detail"]
+        assert client.get("/api/submissions", headers=auth(token)).json()["submissions"] == []
+        # a query string reaches the database as it is: PostgreSQL's refusal is answered
+        # as the client's, SQLite finds nobody of that name
+        listed = client.get("/api/admin/submissions?student=a%00b", headers=auth(ADMIN))
+        if database_url.startswith("postgresql"):
+            _is_4xx_detail(listed)
+            assert "NUL" in listed.json()["detail"]
+        else:
+            assert listed.json() == {"submissions": []}
+
+
+def test_a_roster_csv_with_a_nul_is_refused_on_the_page_on_either_database(database_url):
+    with running(database_url) as client:
+        _signed_in_as_instructor(client)
+        csv = b"username,display_name\nbob,B\x00b\n"
+        r = client.post("/admin/roster", data={"csrf": form_token(client, "/admin")},
+                        files={"file": ("roster.csv", csv)}, follow_redirects=False)
+        assert r.status_code == 422 and "That roster was not accepted" in r.text
+        assert "NUL" in r.text

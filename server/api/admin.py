@@ -8,7 +8,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -25,6 +25,14 @@ router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(in
 class StudentIn(BaseModel):
     username: str = Field(pattern=f"^{USERNAME_PATTERN}$")
     display_name: str = Field(min_length=1, max_length=128)
+
+    @field_validator("display_name")
+    @classmethod
+    def _text_a_database_stores(cls, name: str) -> str:
+        # a roster CSV's names reach here unchecked (PostgreSQL refuses a NUL, SQLite not)
+        if "\x00" in name:
+            raise ValueError("a display name holds a NUL character")
+        return name
 
 
 class Roster(BaseModel):

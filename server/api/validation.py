@@ -3,7 +3,7 @@
 Found by attacking the server (issue 12): a JSON body nested 5,000 deep raised
 RecursionError, a lone surrogate (``"\\ud800"``) reached the database encoder, an id past
 64 bits overflowed SQLite, and an unknown filter value raised in an enum. Each answered a
-bare 500.
+bare 500. Later, a NUL character, which PostgreSQL refuses in text.
 """
 
 from __future__ import annotations
@@ -49,21 +49,32 @@ def json_depth(text: bytes) -> int:
 
 
 def check_unicode(value: Any, where: str = "the body") -> Any:
-    """Strings must be text a database can store: a lone surrogate is not."""
+    """Strings must be text a database can store: a lone surrogate is not, and neither is
+    a NUL character (SQLite keeps it, PostgreSQL refuses it with an error)."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise HTTPException(422, f"{where} holds a string that is not valid Unicode "
                                      "(a lone surrogate such as \\ud800)") from None
+        if "\x00" in value:
+            raise HTTPException(422, f"{where} holds a NUL character{nul_line(value)}")
     elif isinstance(value, dict):
         for k, v in value.items():
             check_unicode(k, where)
-            check_unicode(v, where)
+            check_unicode(v, f"{where}'s {k!r}" if where == "the body" else where)
     elif isinstance(value, list):
         for v in value:
             check_unicode(v, where)
     return value
+
+
+def nul_line(text: str) -> str:
+    """' (line N)' of the first NUL in a text of several lines, else ''."""
+    if "\n" not in text:
+        return ""
+    line = text.count("\n", 0, text.index("\x00")) + 1
+    return f" (line {line})"
 
 
 def parse_json(raw: bytes) -> Any:
