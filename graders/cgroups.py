@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from .killing import kill_until_gone
 
 log = logging.getLogger(__name__)
 ROOT = Path("/sys/fs/cgroup")
@@ -47,6 +48,14 @@ def cgroups_usable() -> bool:
         return False
     group.remove()
     return True
+
+
+def _sigkill_each(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 @dataclass
@@ -124,25 +133,14 @@ class JobCgroup:
             return False
 
     def kill_all(self, wait_s: float = 5.0) -> bool:
-        """SIGKILL every process in the group until it is empty; True when it is."""
+        """SIGKILL every process in the group until it is empty; True when it is. False
+        once ``wait_s`` passes with none of them gone (graders.killing)."""
         if self.version == 2:
             try:
                 (self.dirs[0] / "cgroup.kill").write_text("1")
             except OSError:
                 pass
-        deadline = time.monotonic() + wait_s
-        while True:
-            pids = self.pids()
-            if not pids:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.02)
+        return kill_until_gone(self.pids, _sigkill_each, wait_s)
 
     def remove(self) -> None:
         for d in self.dirs:

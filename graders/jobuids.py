@@ -21,8 +21,9 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+from .killing import kill_until_gone
 
 UID_BASE = int(os.environ.get("GRADERS_JOB_UID_BASE", "61000"))
 UID_COUNT = 1000
@@ -58,18 +59,15 @@ _KILL_ALL_AS = ("import os, signal, sys; u = int(sys.argv[1]); os.setgroups([]);
 
 
 def kill_uid(uid: int, wait_s: float = 5.0) -> bool:
-    """SIGKILL every process of ``uid`` until none is left; True when none is."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        if not processes_of(uid):
-            return True
+    """SIGKILL every process of ``uid`` until none is left; True when none is. False once
+    ``wait_s`` passes with none of them gone (graders.killing)."""
+    def kill_as_uid(_pids: list[int]) -> None:
         # a helper process becomes the uid and signals all it may signal: kill(-1)
         subprocess.run([sys.executable, "-I", "-c", _KILL_ALL_AS, str(uid)],
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=30)
-        if time.monotonic() > deadline:
-            return not processes_of(uid)
-        time.sleep(0.02)
+
+    return kill_until_gone(lambda: processes_of(uid), kill_as_uid, wait_s)
 
 
 LOCK_DIR = Path(os.environ.get("GRADERS_JOB_UID_LOCKS", "/run/graders-job-uids"))
