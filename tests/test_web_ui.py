@@ -280,6 +280,11 @@ def test_no_page_is_wider_than_its_viewport(server, browser, width):
     message = student.locator("main").get_by_text("line 4 of your file").first
     box = message.bounding_box()
     assert box is not None and box["x"] + box["width"] <= width
+    # a student's own list shows each score without scrolling its table sideways
+    student.goto(f"{base}/me")
+    score = student.locator("main th", has_text="Score").first.bounding_box()
+    assert score is not None and score["x"] + score["width"] <= width
+    assert student.locator("main td", has_text="compile_error").count() == 1
 
 
 def test_dark_mode_follows_the_system(server, browser):
