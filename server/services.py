@@ -88,8 +88,9 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
         raise Refused(503, "the grading queue is full: try again shortly", _retry_after(30))
 
     deadline = deadline_for(db, settings, exercise, user).at  # an extension counts
+    filename = PurePath(filename.replace("\x00", "")).name[:128] or "submission"
     submission = Submission(user_id=user.id, exercise=exercise.name, language=language,
-                            filename=PurePath(filename.replace("\x00", "")).name[:128] or "submission", source=source,
+                            filename=filename, source=source,
                             status=Status.QUEUED, attempts=0,
                             late=is_late(now, deadline), created_at=now)
     db.add(submission)

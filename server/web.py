@@ -22,10 +22,11 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, Upl
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
-from graders.vocabulary import LANGUAGE_BY_SUFFIX
 from markupsafe import Markup
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+
+from graders.vocabulary import LANGUAGE_BY_SUFFIX
 
 from . import csrf
 from .api.admin import _upsert, csv_cell, roster_from_csv

@@ -45,7 +45,6 @@ def test_a_patch_whose_context_changed_names_itself_the_hunk_and_the_line():
     assert "'line nineteen' at line 19 where the patch expects 'line 19'" in text
 
 
-
 def test_after_the_reference_grew_the_error_still_names_the_line_that_changed():
     # a reference that gained 12 lines above the hunk (as a new tuning helper adds), then
     # a change inside the hunk's context: the message points at the changed line where
@@ -57,6 +56,7 @@ def test_after_the_reference_grew_the_error_still_names_the_line_that_changed():
     with pytest.raises(PatchError) as caught:
         apply_patch(grown, patch)
     assert "'line nineteen' at line 31 where the patch expects 'line 19'" in str(caught.value)
+
 
 def test_files_without_a_final_newline_and_insertions_at_either_end():
     reference = "a\nb\nc"

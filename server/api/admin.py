@@ -8,7 +8,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, model_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,7 +17,7 @@ from ..deadlines import applying, deadline_of, extensions_by_student
 from ..models import USERNAME_PATTERN, Flag, Role, Submission, User
 from ..services import best_per_student, flagged_per_student, requeue, submissions_query
 from .common import exercise_or_error, iso, submission_json
-from .validation import MAX_ID, DbId, FlagName, StatusName, Verdict, read_json
+from .validation import MAX_ID, DbId, FlagName, StatusName, Verdict, check_unicode, read_json
 
 router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(instructor)])
 
@@ -25,14 +25,6 @@ router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(in
 class StudentIn(BaseModel):
     username: str = Field(pattern=f"^{USERNAME_PATTERN}$")
     display_name: str = Field(min_length=1, max_length=128)
-
-    @field_validator("display_name")
-    @classmethod
-    def _text_a_database_stores(cls, name: str) -> str:
-        # a roster CSV's names reach here unchecked (PostgreSQL refuses a NUL, SQLite not)
-        if "\x00" in name:
-            raise ValueError("a display name holds a NUL character")
-        return name
 
 
 class Roster(BaseModel):
@@ -52,7 +44,9 @@ class Roster(BaseModel):
 
 
 def roster_from_csv(text: str) -> Roster:
-    """A roster from CSV with the header row username,display_name; ValueError says why not."""
+    """A roster from CSV with the header row username,display_name; ValueError says why not
+    (and, as for a JSON body, text a database cannot store is a 422)."""
+    check_unicode(text, "the roster")
     rows = list(csv.DictReader(io.StringIO(text)))
     if not rows or not {"username", "display_name"} <= set(rows[0]):
         raise ValueError("the CSV needs a header row: username,display_name")
