@@ -21,7 +21,11 @@ from graders.vocabulary import Device, Verdict
 from test_grading import GOOD, SAFE_KERNEL
 
 LIMIT_S = 12  # wall clock for the hostile jobs
-MARGIN_S = 15  # start-up, kill and clean-up on a loaded 2-core machine
+# Cases whose verdict is not the wall clock's get the time their own limit needs to trip,
+# however slow the machine: filling the slot's 3 GiB took over 12 s on a fresh clone's CI
+# beside the other pytest process, and ended as `timeout` instead of `memory_limit`.
+CASE_LIMIT_S = {"memory bomb": 90}
+MARGIN_S = 30  # start-up, kill and clean-up on a loaded 2-core machine (under the 60 s call budget)
 MARKER = "4242.4242"  # argv of processes a submission tries to leave behind
 
 BAD_SOFTMAX = SAFE_KERNEL + """
@@ -186,13 +190,14 @@ def test_attack(name, slot, tmp_path, loopback_server, record_property):
     exercise = get_exercise("safe_softmax")
 
     started = time.monotonic()
-    result = slot.grade(exercise, path, timeout_s=LIMIT_S)
+    limit_s = CASE_LIMIT_S.get(name, LIMIT_S)
+    result = slot.grade(exercise, path, timeout_s=limit_s)
     elapsed = time.monotonic() - started
     record_property("attack_row", (name, result.verdict.value, elapsed,
                                    result.message.splitlines()[0][:70]))
 
     assert result.verdict in expected, result.message
-    assert elapsed < LIMIT_S + MARGIN_S
+    assert elapsed < limit_s + MARGIN_S
     assert result.score < 100
     assert _leftovers() == [], "a process outlived its job"
     assert slot.healthy, slot.problem

@@ -184,7 +184,8 @@ def test_an_endless_loop_times_out_and_leaves_nothing(grade_source):
     result = grade_source("safe_softmax", "import torch\n\ndef softmax(x):\n    while True:\n        pass\n",
                           timeout_s=8)
     assert result.verdict is Verdict.TIMEOUT
-    assert time.monotonic() - started < 20
+    # well past the 8 s limit on a loaded CI host, well short of the 300 s default
+    assert time.monotonic() - started < 60
 
 
 def test_a_crash_is_a_runtime_error_naming_the_signal(grade_source):
@@ -357,7 +358,8 @@ def test_a_call_past_its_budget_fails_its_check_and_the_others_still_run(grade_s
     assert "softmax(2×1500 float32) was still running after 3 s" in message
     assert all(c.ran for c in result.checks)  # the runner was replaced; the rest ran
     assert result.score == 100 - by_name["non_power_of_two_cols"].max_points
-    assert time.monotonic() - started < 30
+    # a replacement runner and the other checks, not the run's 300 s wall clock
+    assert time.monotonic() - started < 120
 
 
 def test_a_second_overrun_ends_the_run_as_timeout_keeping_earned_points(grade_source):
@@ -366,7 +368,7 @@ def test_a_second_overrun_ends_the_run_as_timeout_keeping_earned_points(grade_so
     assert "2 calls ran past their 3 s budget" in result.message
     passed = [c for c in result.checks if c.passed]
     assert passed and result.score == pytest.approx(sum(c.points for c in passed))
-    assert result.duration_s < 30
+    assert result.duration_s < 120  # ended by the second overrun, not the 300 s wall clock
 
 
 def test_the_worker_grades_jobs_from_json_lines_on_warm_runners(tmp_path):

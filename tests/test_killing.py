@@ -34,7 +34,8 @@ def test_processes_that_do_not_die_fail_after_the_wait_without_progress():
     kills = []
     started = time.monotonic()
     assert not kill_until_gone(lambda: [1, 2, 3], kills.append, stall_s=0.3)
-    assert 0.3 <= time.monotonic() - started < 1.0
+    # the stall ends it, not the 60 s cap (the bound leaves room for a loaded CI host)
+    assert 0.3 <= time.monotonic() - started < 5.0
     assert len(kills) > 3  # killed again on every look
 
 
@@ -49,4 +50,4 @@ def test_even_steady_dying_stops_at_the_cap():
     alive, kill = _dying(count=1000, every_s=0.01)
     started = time.monotonic()
     assert not kill_until_gone(alive, kill, stall_s=0.3, cap_s=0.5)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0  # the cap ends it: 1000 × 0.01 s would be 10 s

@@ -112,7 +112,9 @@ def test_with_the_broker_down_submissions_wait_queued_and_go_when_it_is_back(tmp
         try:
             assert _until(lambda: _row(client, sid).status is Status.RUNNING, 30)
             assert _row(client, sid).dispatched_at is not None
-            assert client.app.state.dispatcher.broker_up is True
+            # the claim commits `running` before send_task returns and sets the flag:
+            # wait for the flag rather than racing the publisher's thread
+            assert _until(lambda: client.app.state.dispatcher.broker_up is True, 30)
         finally:
             redis.kill()
             redis.wait()
