@@ -48,7 +48,7 @@ def compile_module(text: str, filename: str):
 
 
 def load_kernels(torch, text: str, filename: str, kernels: dict[str, dict], block: int,
-                 count_launch: Callable[[], None]) -> dict[str, Callable]:
+                 count_launch: Callable[[list], None]) -> dict[str, Callable]:
     """The entry points, as Python callables over torch tensors."""
     import numpy as np
 
@@ -108,7 +108,7 @@ def _adapter(torch, np, function, name: str, spec: dict, block: int, count_launc
         if rows > 0 and cols > 0:
             with _stream(cupy, torch.cuda.current_stream().cuda_stream):
                 function((rows,), (block,), tuple(kernel_args))
-            count_launch()
+            count_launch([v for v in values.values() if isinstance(v, torch.Tensor)])
         result = tuple(outputs.values())
         return result[0] if len(result) == 1 else result
 

@@ -1,21 +1,33 @@
-"""Keeps torch from computing the result: only allocation and shape ops may run.
+"""Keeps a call's work on the device and in Triton: what torch may do, and what it may not.
 
-A ``TorchDispatchMode`` sees every aten op the submission's entry point runs.
-Allocation, views, copies and fills pass; anything that computes (exp, sum,
-max, softmax, arithmetic) is recorded as a violation and raised. The record
-survives a student ``try/except`` around the call. A launch counter wrapped
-around Triton's launch path proves that a kernel ran at all.
+During one call of the submission's entry point:
+
+* A ``TorchDispatchMode`` sees every aten op. Allocation, views, fills and same-device
+  copies pass; anything that computes (exp, sum, max, softmax, arithmetic) is a
+  violation, and so is a copy to another device or a read of a value into Python
+  (``.item()``, ``float(t)``).
+* The ways out of torch that no aten op sees (``.numpy()``, ``numpy.asarray(t)``,
+  ``.tolist()``, DLPack, ``.cpu()``/``.to("cpu")``) are refused too, on the CPU exactly as
+  on the GPU: a softmax done in numpy on the host is not a Triton kernel on either
+  device. Triton's own interpreter converts tensors inside a launch; that is allowed.
+* Launches are counted where every launch passes (graders.runner.launches), with the
+  tensors each kernel was given. A result must be one of them (or a copy of one): a
+  tensor no kernel of this call was handed was not written by the submission's kernels.
+
+A violation is recorded as well as raised, so a student's ``try/except`` around the
+call cannot hide it. None of this is a wall against a determined attacker sharing the
+process; the checker judges every output against its own float64 reference, and the
+guard keeps honest mistakes (torch math, host round trips) from passing as kernels.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass, field
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-
-from . import blocks
 
 # aten overload packets that cannot compute a softmax: memory and metadata only
 ALLOWED_OPS = frozenset({
@@ -31,27 +43,47 @@ ALLOWED_OPS = frozenset({
     # copies (same device only, checked below)
     "clone", "copy_", "_to_copy", "contiguous", "record_stream",
 })
+# copies: the result holds what the source held (a kernel's output stays one when copied)
+COPY_OPS = frozenset({"clone", "copy_", "_to_copy", "contiguous"})
+# aten ops that read a tensor's value into Python: the host, as far as the course goes
+HOST_READ_OPS = frozenset({"_local_scalar_dense", "item"})
+
+OFF_DEVICE = ("the work must be done in Triton kernels on the device, not in numpy or Python "
+              "on the host; torch may only allocate, view and copy")
 
 
 class TorchMathRejected(Exception):
     """Raised inside the submission when it asks torch to compute."""
 
 
+class HostTransferRefused(TorchMathRejected):
+    """Raised inside the submission when it takes a tensor's data out of torch."""
+
+
 @dataclass
 class Violation:
-    op: str
+    op: str  # what was done: "aten.exp", or "Tensor.numpy()"
     line: int | None
+    off_device: bool = False  # data taken off the device, rather than torch math
+
+    def message(self) -> str:
+        if self.off_device:
+            return f"your code moved data off the device ({self.op}): {OFF_DEVICE}"
+        return (f"torch computed part of the result ({self.op}): the work must be done in "
+                "Triton kernels; torch may only allocate (torch.empty_like), view and copy")
 
 
 @dataclass
 class CallGuard:
-    """Per-call bookkeeping: violations seen and Triton launches made."""
+    """Per-call bookkeeping: violations seen, Triton launches made, what they were given."""
 
     submission_path: str
     violations: list[Violation] = field(default_factory=list)
     launches: int = 0
     stream: int | None = None  # timed calls: the only stream kernels may be launched on
     foreign_streams: int = 0  # launches seen on any other stream
+    # storages (by address) handed to a kernel launched in this call, and copies of them
+    given: set[int] = field(default_factory=set)
 
     def student_line(self) -> int | None:
         frame = sys._getframe(1)
@@ -60,6 +92,22 @@ class CallGuard:
                 return frame.f_lineno
             frame = frame.f_back
         return None
+
+    def refuse(self, op: str, off_device: bool) -> None:
+        violation = Violation(op=op, line=self.student_line(), off_device=off_device)
+        self.violations.append(violation)
+        raise (HostTransferRefused if off_device else TorchMathRejected)(violation.message())
+
+    def written_by_a_kernel(self, tensor: torch.Tensor) -> bool:
+        return storage_key(tensor) in self.given
+
+
+def storage_key(tensor: torch.Tensor) -> int:
+    """Which memory a tensor lives in: views and the tensor itself share the key."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001 - a tensor subclass without storage
+        return -1
 
 
 class NoTorchMath(TorchDispatchMode):
@@ -71,22 +119,44 @@ class NoTorchMath(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        allowed = name in ALLOWED_OPS
-        if allowed and name in ("_to_copy", "copy_"):
-            # a copy to another device (e.g. GPU -> CPU for numpy) leaves the kernel path
+        if func.namespace not in ("aten", "prim", "prims"):
+            body = _python_custom_op(func)
+            if body is None:  # an operator compiled into a library: it computes unseen
+                self.guard.refuse(func.name(), off_device=False)
+            # a Python custom operator (torch.library.triton_op, custom_op): its body runs
+            # under this mode again, so what it launches counts and torch math in it is seen
+            with self:
+                return body(*args, **kwargs)
+        if name in HOST_READ_OPS:
+            self.guard.refuse("Tensor.item()", off_device=True)
+        if name not in ALLOWED_OPS:
+            self.guard.refuse(f"aten.{name}", off_device=False)
+        if name in ("_to_copy", "copy_"):
+            # a copy to another device (GPU -> CPU for numpy) leaves the kernel path
             devices = {t.device.type for t in _tensors(args, kwargs)}
             target = kwargs.get("device")
             if target is not None:
                 devices.add(torch.device(target).type)
-            allowed = len(devices) <= 1
-        if not allowed:
-            line = self.guard.student_line()
-            self.guard.violations.append(Violation(op=f"aten.{name}", line=line))
-            raise TorchMathRejected(
-                f"torch computed `{name}`: the work must be done in Triton kernels "
-                "(torch may only allocate, view and copy)"
-            )
-        return func(*args, **kwargs)
+            if len(devices) > 1:
+                self.guard.refuse(f"a copy to {'/'.join(sorted(devices))}", off_device=True)
+        out = func(*args, **kwargs)
+        if name in COPY_OPS:
+            sources = list(_tensors(args[1:] if name == "copy_" else args, kwargs))
+            if any(storage_key(t) in self.guard.given for t in sources):
+                target = args[0] if name == "copy_" else out
+                if isinstance(target, torch.Tensor):
+                    self.guard.given.add(storage_key(target))
+        return out
+
+
+def _python_custom_op(func):
+    """The Python body of an operator made with torch.library (custom_op, triton_op)."""
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:  # pragma: no cover - a torch without Python custom operators
+        return None
+    opdef = OPDEFS.get(func.name().split(".")[0])
+    return getattr(opdef, "_init_fn", None)
 
 
 def _tensors(args, kwargs):
@@ -100,44 +170,123 @@ def _tensors(args, kwargs):
 
 
 _active: list[CallGuard] = []
+_inside = threading.local()  # depth of Triton's own launch machinery (the interpreter's)
 
 
-def install_launch_counter() -> None:
-    """Wrap Triton's launch entry points (compiled and interpreted) to count launches."""
-    from triton.runtime import jit
+def active() -> CallGuard | None:
+    return _active[-1] if _active else None
 
-    classes = [jit.JITFunction]
+
+def inside_launch() -> bool:
+    return getattr(_inside, "depth", 0) > 0
+
+
+class launch_machinery:
+    """Context manager: Triton's own code is running a launch (it may convert tensors)."""
+
+    def __enter__(self):
+        _inside.depth = getattr(_inside, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _inside.depth -= 1
+        return False
+
+
+# CUDA graphs being captured: the launches recorded into each, so that a replay counts them
+_capturing: list[list[set[int]]] = []
+
+
+def record_launch(tensors=(), stream: int | None = None) -> None:
+    """One kernel launched (Triton's, or a HIP kernel on the current stream), and the
+    tensors it was given."""
+    keys = {storage_key(t) for t in tensors if isinstance(t, torch.Tensor)}
+    if _capturing:
+        _capturing[-1].append(keys)
+    state = active()
+    if state is None:
+        return
+    state.launches += 1
+    state.given |= keys
+    if state.stream is not None:
+        if stream is None:
+            stream = torch.cuda.current_stream().cuda_stream
+        if stream != state.stream:
+            state.foreign_streams += 1
+
+
+def begin_capture() -> None:
+    _capturing.append([])
+
+
+def end_capture() -> list[set[int]]:
+    return _capturing.pop() if _capturing else []
+
+
+def record_replay(launches: list[set[int]]) -> None:
+    """A CUDA graph replayed: the kernels captured into it ran again, on the tensors they
+    were given then."""
+    for keys in launches:
+        state = active()
+        if state is None:
+            return
+        state.launches += 1
+        state.given |= keys
+
+
+# -- the ways out of torch that no aten op sees --------------------------------------------
+
+def _to_cpu(args, kwargs) -> bool:
+    """Whether ``Tensor.to(*args, **kwargs)`` names the CPU as its device."""
     try:
-        from triton.runtime import interpreter
-
-        classes.append(interpreter.InterpretedFunction)
-    except ImportError:  # pragma: no cover - triton without an interpreter
-        pass
-    for cls in classes:
-        original = cls.run
-        if getattr(original, "_graders_counted", False):
-            continue
-
-        def run(self, *args, _original=original, **kwargs):
-            # which kernel any block shape seen next belongs to (graders.runner.blocks)
-            fn = getattr(self, "fn", None)
-            blocks.set_launch(getattr(fn, "__name__", ""), kwargs.get("num_warps"))
-            if not kwargs.get("warmup", False) and _active:
-                state = _active[-1]
-                state.launches += 1
-                if state.stream is not None and \
-                        torch.cuda.current_stream().cuda_stream != state.stream:
-                    state.foreign_streams += 1
-            return _original(self, *args, **kwargs)
-
-        run._graders_counted = True
-        cls.run = run
+        device = torch._C._nn._parse_to(*args, **kwargs)[0]
+    except Exception:  # noqa: BLE001 - let torch itself raise on nonsense
+        return False
+    return device is not None and torch.device(device).type == "cpu"
 
 
-def record_launch() -> None:
-    """A kernel launched outside Triton (a HIP kernel, on the current stream): counted."""
-    if _active:
-        _active[-1].launches += 1
+_OFF_DEVICE_METHODS = {
+    # Tensor method: (what the student reads, when it is refused given the call's args)
+    "numpy": ("Tensor.numpy()", None),
+    "__array__": ("numpy.asarray(tensor)", None),
+    "tolist": ("Tensor.tolist()", None),
+    "__dlpack__": ("DLPack (numpy/CuPy from_dlpack)", None),
+    "cpu": ("Tensor.cpu()", None),
+    "to": ("Tensor.to('cpu')", _to_cpu),
+}
+
+
+def _refusing(method, what: str, only_if):
+    def refusing(self, *args, **kwargs):
+        state = active()
+        if state is not None and not inside_launch() and (only_if is None or only_if(args, kwargs)):
+            state.refuse(what, off_device=True)
+        return method(self, *args, **kwargs)
+
+    refusing._graders_refusing = True
+    refusing.__name__ = getattr(method, "__name__", "method")
+    return refusing
+
+
+def install_off_device_refusals() -> None:
+    """Refuse, during a guarded call, the ways a tensor's data leaves torch unseen."""
+    for name, (what, only_if) in _OFF_DEVICE_METHODS.items():
+        method = getattr(torch.Tensor, name)
+        if not getattr(method, "_graders_refusing", False):
+            setattr(torch.Tensor, name, _refusing(method, what, only_if))
+    import torch.utils.dlpack as dlpack
+
+    if not getattr(dlpack.to_dlpack, "_graders_refusing", False):
+        original = dlpack.to_dlpack
+
+        def to_dlpack(tensor, *args, **kwargs):
+            state = active()
+            if state is not None and not inside_launch():
+                state.refuse("torch.utils.dlpack.to_dlpack", off_device=True)
+            return original(tensor, *args, **kwargs)
+
+        to_dlpack._graders_refusing = True
+        dlpack.to_dlpack = to_dlpack
+        torch.to_dlpack = to_dlpack
 
 
 class guarded_call:

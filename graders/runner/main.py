@@ -81,9 +81,10 @@ class Runner:
             raise RuntimeError("--device cuda, but torch sees no CUDA device")
         import triton
 
-        from . import blocks, guard, progress
+        from . import blocks, guard, launches, progress
 
-        guard.install_launch_counter()
+        launches.install(self.device)
+        guard.install_off_device_refusals()
         blocks.install()
         if self.device == "cuda":
             progress.install_compile_hooks()
@@ -249,9 +250,13 @@ class Runner:
             if refusal is not None:  # fails this check only: the run goes on
                 return _error("block_too_large", self.blocks.describe(refusal),
                               self.student_line(exc)), []
-            kind = _error_kind(exc)
-            return _error(kind, _describe(exc), self.student_line(exc),
-                          self.student_traceback(exc)), []
+            reply = _error(_error_kind(exc), _describe(exc), self.student_line(exc),
+                           self.student_traceback(exc))
+            # a raise fails its check and the next call may use this runner, unless the
+            # GPU context is broken (an illegal address is sticky): then the checker
+            # replaces the runner
+            reply["error"]["healthy"] = self.device_usable()
+            return reply, []
         if state.violations:
             return _rejected(state), []
 
@@ -261,6 +266,11 @@ class Runner:
             if not isinstance(item, torch.Tensor):
                 problem = f"returned {type(item).__name__}, expected a torch.Tensor"
                 break
+            if state.launches and not state.written_by_a_kernel(item):
+                return _error("rejected", f"{header['fn']} returned a tensor that no Triton "
+                              "kernel launched in this call was given: the result must be "
+                              "written by your kernels (pass the output tensor to the kernel "
+                              "that stores it)", None), []
             try:
                 outputs.append(self.to_host(item))
             except TypeError as exc:
@@ -275,6 +285,19 @@ class Runner:
         }
         after = [self.to_host(t) for t in tensors]
         return reply, (outputs if problem is None else []) + after
+
+    def device_usable(self) -> bool:
+        """Whether the device still runs work after a call raised (a CUDA error such as an
+        illegal address leaves the context broken for every later call)."""
+        if self.device != "cuda":
+            return True
+        try:
+            self.torch.cuda.synchronize()
+            self.torch.empty(1, device="cuda").zero_()
+            self.torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            return False
+        return True
 
     def perf(self, header: dict) -> tuple[dict, list[HostArray]]:
         from . import timing
@@ -358,12 +381,7 @@ def _error(kind: str, message: str, line: int | None, tb: str = "") -> dict[str,
 
 def _rejected(state) -> dict[str, Any]:
     v = state.violations[0]
-    return _error(
-        "rejected",
-        f"torch computed part of the result ({v.op}): the work must be done in Triton "
-        "kernels; torch may only allocate (torch.empty_like), view and copy",
-        v.line,
-    )
+    return _error("rejected", v.message(), v.line)
 
 
 def _decode(value: Any, tensors: list) -> Any:
