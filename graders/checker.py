@@ -33,7 +33,8 @@ from .performance import TIMING_BUDGET_S, PerformanceRejected, PerformanceRun, t
 from .pool import ReadyRunner, RunnerPool
 from .results import CheckResult, GradeResult
 from .sandbox import default_launcher
-from .session import CallOverrun, CallRefused, RunStopped, Session, overrun_message
+from .session import (CallOverrun, CallRefused, RunnerCrashed, RunStopped, Session,
+                      overrun_message)
 from .spec import CheckSpec, ExerciseSpec, PerformanceSpec, SpecError
 from .vocabulary import Device, Language, Verdict
 
@@ -87,6 +88,7 @@ def resolve_device(device: Device) -> Device:
 
 
 MAX_OVERRUNS = 2  # a second call past its budget ends the run as `timeout`
+MAX_CRASHES = 2  # a second call that kills its runner ends the run as `runtime_error`
 LOAD_BUDGET_S = 60.0  # importing (or, for HIP, compiling) the submission
 # A lane beyond the first joins when a runner becomes ready, while this many checks (or
 # parts of one) still wait: a runner taken costs a replacement, worth it for two at least.
@@ -184,7 +186,10 @@ class Grader:
         self.seed = secrets.randbits(63) if seed is None else seed
         self._lock = threading.Lock()
         self._stop: RunStopped | None = None
-        self._overruns = 0
+        self._lost = {"overrun": 0, "crash": 0}  # runners lost to a call, by cause
+        # checks that failed because a call raised or crashed: how the run would have ended
+        # before, kept in case every check did (then the verdict is that, not `failed`)
+        self._raised: dict[str, RunStopped] = {}
         self._open: list[RunnerProcess] = []
         self._outputs: list[str] = []
         self._dropped = 0
@@ -228,8 +233,10 @@ class Grader:
             result.duration_s = round(time.monotonic() - started, 3)
             result.phases["total_s"] = result.duration_s
         self._mark_unrun(result)
-        # a timeout keeps what the checks before it earned; other stops score 0
-        if result.verdict in (Verdict.PASSED, Verdict.FAILED, Verdict.TIMEOUT):
+        # a timeout, or a run ended by calls that crashed, keeps what the checks before it
+        # earned; other stops score 0 (nothing ran, or nothing may count)
+        if result.verdict in (Verdict.PASSED, Verdict.FAILED, Verdict.TIMEOUT,
+                              Verdict.RUNTIME_ERROR):
             result.score = round(sum(c.points for c in result.checks), 2)
             if result.performance and "points" in result.performance:
                 result.score = round(result.score + result.performance["points"], 2)
@@ -399,19 +406,11 @@ class Grader:
                     began = time.monotonic()
                     try:
                         outcome = self._run_check(lane, checks_module, part)
-                    except _Overran as over:
-                        outcome = over.result
+                    except _LaneLost as lost:
+                        outcome = lost.result
                         self._close(lane.process)
                         lane = None
-                        with self._lock:
-                            self._overruns += 1
-                            overruns = self._overruns
-                        if overruns >= MAX_OVERRUNS:
-                            self._stop_all(RunStopped(
-                                Verdict.TIMEOUT, f"{overruns} calls ran past their "
-                                f"{self.budget_s:g} s budget (the last: {outcome.message}); "
-                                "the run was stopped, and the checks already passed keep "
-                                "their points"))
+                        self._count_lost(lost.cause, outcome)
                     complete = finish(part, outcome, time.monotonic() - began)
                     if complete is not None and self.on_check:
                         self.on_check(complete)
@@ -450,6 +449,11 @@ class Grader:
             raise self._stop
 
         failed = [c for c in result.checks if not c.passed]
+        if failed and len(failed) == len(result.checks) and \
+                all(c.name in self._raised for c in failed):
+            # every check raised: nothing of the submission works, and the first raise
+            # says why (a skeleton's NotImplementedError, a kernel that never compiles)
+            raise self._raised[result.checks[0].name]
         result.verdict = Verdict.FAILED if failed else Verdict.PASSED
         if failed:
             result.message = f"{len(failed)} of {len(result.checks)} checks failed: " + ", ".join(
@@ -474,6 +478,23 @@ class Grader:
                 self._time(lane.session, timed, checks_module, result)
         finally:
             result.phases["timing_s"] = round(time.monotonic() - timing_started, 3)
+
+    def _count_lost(self, cause: str, outcome: CheckResult) -> None:
+        """A runner lost to one call (it overran its budget, or died): the check failed and
+        a fresh runner takes the rest; the second loss of a kind ends the run."""
+        with self._lock:
+            self._lost[cause] += 1
+            lost = self._lost[cause]
+        if cause == "overrun" and lost >= MAX_OVERRUNS:
+            self._stop_all(RunStopped(
+                Verdict.TIMEOUT, f"{lost} calls ran past their {self.budget_s:g} s budget "
+                f"(the last: {outcome.message}); the run was stopped, and the checks already "
+                "passed keep their points"))
+        elif cause == "crash" and lost >= MAX_CRASHES:
+            self._stop_all(RunStopped(
+                Verdict.RUNTIME_ERROR, f"{lost} calls crashed their runner (the last: "
+                f"{outcome.message}); the run was stopped, and the checks already passed keep "
+                "their points"))
 
     def _timed_spec(self) -> PerformanceSpec | None:
         """The graded shapes this submission is timed on, if it is timed at all."""
@@ -560,23 +581,47 @@ class Grader:
                     reply = self._call(lane.session, ctx, call, check)
                 except CallRefused as refused:
                     line = f" (line {refused.line} of your file)" if refused.line else ""
-                    ctx.fail("block", f"{call.label} {refused.message}{line}")
+                    if refused.kind == "block_too_large":
+                        ctx.fail("block", f"{call.label} {refused.message}{line}")
+                    self._note_raise(check, call, refused)
+                    text = f"{call.label} raised {refused.message}{line}"
+                    if not refused.healthy:  # the device is broken: a fresh runner goes on
+                        raise _LaneLost(self._failed(check, ctx, Failure("raised", text)),
+                                        "crash") from None
+                    ctx.fail("raised", text)
+                except RunnerCrashed as crash:
+                    with self._lock:
+                        self._raised.setdefault(check.name, crash)
+                    raise _LaneLost(self._failed(check, ctx, Failure("crashed", crash.message)),
+                                    "crash") from None
                 except CallOverrun as over:
                     failure = Failure("budget", overrun_message(over, call.label))
-                    raise _Overran(CheckResult(check.name, False,
-                                               self._message(check, ctx, failure), 0.0,
-                                               check.points)) from None
+                    raise _LaneLost(self._failed(check, ctx, failure), "overrun") from None
             raise StopIteration
         except StopIteration:
             return CheckResult(check.name, True, "passed", check.points, check.points)
         except CheckFailed as failed:
             return CheckResult(check.name, False, self._message(check, ctx, failed.failure), 0.0,
                                check.points, failed.failure.dump)
-        except (RunStopped, _Overran, _LaneStopped):
+        except (RunStopped, _LaneLost, _LaneStopped):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in trusted check code
             raise RunStopped(Verdict.GRADER_ERROR,
                              f"check {check.name} raised {type(exc).__name__}: {exc}") from exc
+
+    def _failed(self, check: CheckSpec, ctx: CaseContext, failure: Failure) -> CheckResult:
+        return CheckResult(check.name, False, self._message(check, ctx, failure), 0.0,
+                           check.points)
+
+    def _note_raise(self, check: CheckSpec, call: Call, refused: CallRefused) -> None:
+        """Keep what a raise would have ended the run with, worded as it was then."""
+        line = f" (line {refused.line} of your file)" if refused.line else ""
+        message = f"{refused.message}{line} in check {check.name}, calling {call.label}"
+        if refused.traceback:
+            message += "\n" + refused.traceback
+        verdict = Verdict.COMPILE_ERROR if refused.kind == "compile_error" else Verdict.RUNTIME_ERROR
+        with self._lock:
+            self._raised.setdefault(check.name, RunStopped(verdict, message, refused.line))
 
     def _call(self, session: Session, ctx: CaseContext, call: Call, check: CheckSpec) -> Any:
         args, kwargs, arrays = _encode_args(call)
@@ -585,7 +630,8 @@ class Grader:
             if self._stop is not None:
                 raise _LaneStopped()
         reply = session.request({"op": "call", "fn": call.fn, "args": args, "kwargs": kwargs},
-                                arrays, during=during, budget_s=self.budget_s)
+                                arrays, during=during, budget_s=self.budget_s,
+                                raises_fail_check=True)
         header = reply.header
         if not isinstance(header.get("launches"), int) or header["launches"] < 1:
             raise RunStopped(Verdict.REJECTED,
@@ -602,7 +648,7 @@ class Grader:
             if row is not None:
                 ctx.fail("input_changed",
                          f"{call.fn} changed its input (argument {i + 1}, row {row}): inputs must "
-                         "not be modified; write the result to a new tensor")
+                         "not be modified")
         if header.get("tuple"):
             return tuple(outputs)
         return outputs[0] if outputs else None
@@ -629,12 +675,13 @@ class Grader:
         result.checks.sort(key=lambda c: order.get(c.name, len(order)))
 
 
-class _Overran(Exception):
-    """A check's call ran past its budget: the check has failed, its runner is dead."""
+class _LaneLost(Exception):
+    """A check's call cost its runner (``cause``: "overrun", past its budget; "crash", the
+    runner died or its device broke): the check has failed, the runner is thrown away."""
 
-    def __init__(self, result: CheckResult):
+    def __init__(self, result: CheckResult, cause: str):
         super().__init__(result.message)
-        self.result = result
+        self.result, self.cause = result, cause
 
 
 class _LaneStopped(Exception):

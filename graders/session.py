@@ -24,6 +24,9 @@ _RUN_ENDING = {"compile_error": Verdict.COMPILE_ERROR, "rejected": Verdict.REJEC
                "output_limit": Verdict.OUTPUT_LIMIT}
 # error kinds that fail only the check whose call caused them
 CHECK_FAILING = frozenset({"block_too_large"})
+# ...and, for a call of the submission, what it raised: a kernel that raises on one shape
+# (rows too long for its design) loses that check, not the points of the others
+RAISED = frozenset({"runtime_error", "compile_error"})
 
 
 class RunStopped(Exception):
@@ -43,11 +46,20 @@ class CallOverrun(Exception):
 
 
 class CallRefused(Exception):
-    """The runner refused a call in a way that fails its check only (a block too large)."""
+    """A call failed in a way that fails its check only: a block too large, or (for a call
+    of the submission) an exception it raised. ``healthy`` is False when the runner says
+    its device no longer works (then it is replaced); it is only ever believed to cost
+    the submission a runner."""
 
-    def __init__(self, kind: str, message: str, line: int | None):
+    def __init__(self, kind: str, message: str, line: int | None, traceback: str = "",
+                 healthy: bool = True):
         super().__init__(message)
         self.kind, self.message, self.line = kind, message, line
+        self.traceback, self.healthy = traceback, healthy
+
+
+class RunnerCrashed(RunStopped):
+    """The runner died during a call (a signal, or it exited) for no limit of ours."""
 
 
 def _clean_progress(header: dict[str, Any]) -> dict[str, Any] | None:
@@ -81,8 +93,11 @@ class Session:
 
     def request(self, header: dict[str, Any], arrays: list[HostArray] | None = None,
                 during: str = "", trusted: bool = False,
-                budget_s: float | None = None) -> protocol.Message:
-        """One exchange. ``trusted``: no student code has run yet, so a death is ours."""
+                budget_s: float | None = None, raises_fail_check: bool = False
+                ) -> protocol.Message:
+        """One exchange. ``trusted``: no student code has run yet, so a death is ours.
+        ``raises_fail_check``: a call of the submission, whose exceptions fail its check
+        (``CallRefused``) rather than end the run."""
         self.last_progress = None
         try:
             self.runner.begin_call(budget_s)
@@ -115,8 +130,9 @@ class Session:
             kind = error.get("kind", "runtime_error")
             message = str(error.get("message", "unknown error"))
             line = error.get("line") if isinstance(error.get("line"), int) else None
-            if kind in CHECK_FAILING:
-                raise CallRefused(kind, message, line)
+            if kind in CHECK_FAILING or (raises_fail_check and kind in RAISED):
+                raise CallRefused(kind, message, line, str(error.get("traceback") or ""),
+                                  error.get("healthy") is not False)
             if line:
                 message += f" (line {line} of your file)"
             if during:
@@ -155,10 +171,10 @@ class Session:
             hint = {"SIGSEGV": "an out-of-bounds load or store?",
                     "SIGKILL": "killed, perhaps for using too much memory",
                     "SIGBUS": "an out-of-bounds access?"}.get(name, "")
-            return RunStopped(Verdict.RUNTIME_ERROR, f"the submission crashed with {name} {during}"
-                              f"{': ' + hint if hint else ''}")
-        return RunStopped(Verdict.RUNTIME_ERROR,
-                          f"the submission's process exited (status {code}) {during}")
+            return RunnerCrashed(Verdict.RUNTIME_ERROR, f"the submission crashed with {name} "
+                                 f"{during}{': ' + hint if hint else ''}")
+        return RunnerCrashed(Verdict.RUNTIME_ERROR,
+                             f"the submission's process exited (status {code}) {during}")
 
 
 def overrun_message(overrun: CallOverrun, call_label: str) -> str:
