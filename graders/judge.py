@@ -4,9 +4,12 @@ A comparison is elementwise, |got - expected| <= atol + rtol * |expected| with
 the dtype's tolerance, NaN never equal to anything; for probability rows the
 values must also lie in [0, 1]. When it fails, the judge picks the worst row
 (NaN first, then inf, then the largest error relative to tolerance), names the
-symptom (``nan``, ``inf``, ``zeros``, ``sum``, ``value``, ``shape``, ``dtype``)
-so a check's spec can attach the course's advice, and dumps a few values of
-that row: input, expected, got.
+symptom (``nan``, ``inf``, ``zeros``, ``sum``, ``value``, ``precision``, ``shape``,
+``dtype``) so a check's spec can attach the course's advice, and dumps a few values of
+that row: input, expected, got. ``precision`` is a wrong value that is nonetheless close:
+every error within ``PRECISION_FACTOR`` tolerances (and under 1 %): the arithmetic lost
+digits somewhere (logits scaled before the max is subtracted, a half-precision sum),
+which is a different fix from a missing max subtraction or a wrong formula.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from .arrays import HostArray
 from .spec import Tolerance
 
 DUMP_COLUMNS = 8
+# "close but outside the tolerance": every error under this many tolerances, and under 1 %
+PRECISION_FACTOR = 100.0
+PRECISION_CEILING = 1e-2
 
 
 @dataclass
@@ -57,6 +63,18 @@ def check_shape_dtype(got: HostArray, shape: tuple[int, ...], dtype: str, what: 
     if got.dtype != dtype:
         return Failure("dtype", f"{what} is {got.dtype}, expected {dtype}")
     return None
+
+
+def _only_precision(g: np.ndarray, e: np.ndarray, outside: np.ndarray, tol: Tolerance) -> bool:
+    """Whether every element outside the tolerance is still close (finite, and within
+    PRECISION_FACTOR tolerances and PRECISION_CEILING relative error)."""
+    g, e = g[outside], e[outside]
+    if not (np.isfinite(g).all() and np.isfinite(e).all()):
+        return False
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.abs(g - e) / np.maximum(np.abs(e), 1e-300)
+    bound = min(PRECISION_FACTOR * tol.rtol, PRECISION_CEILING)
+    return bool((rel < bound).all())
 
 
 def _error_ratio(g: np.ndarray, e: np.ndarray, tol: Tolerance) -> np.ndarray:
@@ -108,10 +126,12 @@ def compare_rows(got: HostArray, expected: np.ndarray, tol: Tolerance, *, dtype:
         if probabilities and abs(s - es) > max(1e-3, 10 * tol.rtol):
             symptom, text = "sum", f"row {r} sums to {fmt(s)}, not {fmt(es)}"
         else:
-            symptom = "value"
             rel = abs(gr[focus] - er[focus]) / max(abs(er[focus]), 1e-300)
+            symptom = "precision" if _only_precision(g, expected, outside, tol) else "value"
+            measured = (f": close, but over {dtype}'s tolerance of {tol.rtol:g}"
+                        if symptom == "precision" else f", {dtype} tolerance {tol.rtol:g}")
             text = (f"row {r}, column {focus}: got {fmt(gr[focus])}, expected {fmt(er[focus])} "
-                    f"(relative error {rel:.2g}, {dtype} tolerance {tol.rtol:g})")
+                    f"(relative error {rel:.2g}{measured})")
     return Failure(symptom, text, row=r, dump=_row_dump(r, focus, gr, er, logits, got.shape, dtype))
 
 
@@ -149,6 +169,8 @@ def compare_values(got: HostArray, expected: np.ndarray, tol: Tolerance, *, dtyp
         symptom = "nan"
     elif np.isinf(g[i]) and not np.isinf(e[i]):
         symptom = "inf"
+    elif _only_precision(g, e, ratio > 1.0, tol):
+        symptom = "precision"
     else:
         symptom = "value"
     context = describe(i) if describe else {}
