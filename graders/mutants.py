@@ -44,7 +44,12 @@ PATCH_SUFFIX = ".patch"
 # "<name>.hip.patch" solution.hip, "<name>.cpp.patch" solution.cpp
 OTHER_SUFFIXES = tuple(s for s in LANGUAGE_BY_SUFFIX if s != ".py")
 _NAME = r"[a-z_][a-z0-9_]*"
-EXPECT = re.compile(rf"^(?:#|//)\s*expect:\s*({_NAME}(?:\s*,\s*{_NAME})*)\s*(?:[—-]+\s*(.*))?$")
+EXPECT = re.compile(rf"^(?:#|//)\s*expect:\s*({_NAME}(?:\s*,\s*{_NAME})*)\s*(\(only\))?\s*"
+                    r"(?:[—-]+\s*(.*))?$")
+# "(only)" after the checks: exactly those fail, every other check passes (what a whole
+# design earns: its points on everything but what the design cannot do); it is kept as a
+# last name, which is neither a check nor a verdict
+ONLY = "(only)"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _NO_NEWLINE = "\\ No newline at end of file"
 
@@ -111,13 +116,16 @@ def get_mutant(exercise: str, name: str, root: Path | None = None) -> Mutant:
 
 def read_expectation(header: str, where: str) -> tuple[tuple[str, ...], str]:
     """The names on the header's ``# expect:`` line (a verdict, or checks that must all
-    fail) and why: the rest of that line and the ``#`` lines right under it."""
+    fail, then ``ONLY`` if no other check may) and why: the rest of that line and the
+    ``#`` lines right under it."""
     lines = header.splitlines()
     match = EXPECT.match(lines[0].strip()) if lines else None
     if not match:
         raise ValueError(f"{where}: the first line must be '# expect: CHECK[, CHECK...] — why'")
     names = tuple(name.strip() for name in match.group(1).split(","))
-    why = [(match.group(2) or "").strip()]
+    if match.group(2):
+        names += (ONLY,)
+    why = [(match.group(3) or "").strip()]
     for line in lines[1:]:
         text = line.strip()
         if not text.startswith(("#", "//")) or not text.lstrip("#/").strip():

@@ -11,7 +11,9 @@ or on every one of the checks it names, separated by commas::
     # expect: poisoned_row, long_rows — naive exp, and one block per whole row
 
 (the verdict must be ``failed`` and each named check among the failed ones; other
-checks may fail too), or with the verdict it names, alone (``# expect: rejected``).
+checks may fail too; with ``(only)`` after the names, no other check may:
+``# expect: long_rows (only) — ...``), or with the verdict it names, alone
+(``# expect: rejected``).
 A wrong kernel written from scratch rather than from the reference (the Triton
 tutorial's one program per row, say) is a whole file in ``from_scratch/``, with the
 same ``# expect:`` line at its top.
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .checker import grade
-from .mutants import Mutant, PatchError, list_mutants, materialise, split_patch
+from .mutants import ONLY, Mutant, PatchError, list_mutants, materialise, split_patch
 from .mutants import read_expectation as read_header_expectation
 from .registry import all_exercises, references_root
 from .results import GradeResult
@@ -75,6 +77,10 @@ def read_file_expectation(path: Path) -> tuple[tuple[str, ...], str]:
 def validate_expectation(path: Path, expect: tuple[str, ...], checks: set[str]) -> None:
     """Every name must be one of the exercise's checks, or a verdict standing alone."""
     verdicts = {v.value for v in Verdict}
+    if expect and expect[-1] == ONLY:
+        expect = expect[:-1]
+        if not expect or verdicts & set(expect):
+            raise ValueError(f"{path}: (only) follows checks, not a verdict")
     for name in expect:
         if name not in checks | verdicts:
             raise ValueError(f"{path}: expects {name!r}, which is neither a check nor a verdict")
@@ -114,7 +120,16 @@ def judge(case: Case, result: GradeResult) -> bool:
         return result.verdict is Verdict.COMPILED
     if len(case.expect) == 1 and case.expect[0] in {v.value for v in Verdict}:
         return result.verdict.value == case.expect[0]  # "passed" included
+    if case.expect[-1] == ONLY:
+        return result.verdict is Verdict.FAILED and set(case.expect[:-1]) == failed
     return result.verdict is Verdict.FAILED and set(case.expect) <= failed
+
+
+def _shown(expect: tuple[str, ...]) -> str:
+    """An expectation as its header writes it."""
+    if expect and expect[-1] == ONLY:
+        return ", ".join(expect[:-1]) + " " + ONLY
+    return ", ".join(expect)
 
 
 def describe(result: GradeResult) -> str:
@@ -156,11 +171,11 @@ def run_selftest(device: Device, jobs: int | None = None, only: list[str] | None
     wrong = 0
     result: GradeResult | str | None = None
     width = max(len(c.label) for c in cases)
-    expect_width = max(len(", ".join(c.expect)) for c in cases)
+    expect_width = max(len(_shown(c.expect)) for c in cases)
     with tempfile.TemporaryDirectory(prefix="selftest-mutants-") as tmp, \
             ThreadPoolExecutor(max_workers=jobs) as pool:
         for case, result in pool.map(lambda c: run(c, Path(tmp)), cases):
-            expect = ", ".join(case.expect)
+            expect = _shown(case.expect)
             if isinstance(result, str):
                 wrong += 1
                 print(f"WRONG {case.label:<{width}}  expect {expect:<{expect_width}}  "
