@@ -105,6 +105,39 @@ def non_power_of_two_cols(ctx):
         yield from _masked_call(ctx, ctx.array(values[::-1].copy()), 1.0, _tail_mask(ctx, 1, cols))
 
 
+def additive_bias(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        # an attention bias (ALiBi, relative positions): finite values of both signs, [R, C]
+        bias = ctx.rng.standard_normal((rows, cols)) * 2.0
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 0.5, ctx.array(bias),
+                                notes={r: "with a finite bias of both signs" for r in range(rows)})
+        # a soft mask: -1e4 where masked (what float16 attention code writes for -inf), and a
+        # row whose mask is -20 everywhere: shifted, not masked, its softmax is softmax(x·scale).
+        # (Not -1e4 there: float32 rounds x - 1e4 to 1e-3, far outside the tolerance; where
+        # the row keeps 0 elsewhere, exp(-1e4 + x - max) is 0 in any precision.)
+        soft = np.where(ctx.rng.random((rows, cols)) < 0.3, -1e4, 0.0)
+        soft[rows // 2] = -20.0
+        notes = {r: "with a soft mask of -1e4" for r in range(rows)}
+        notes[rows // 2] = "whose mask is -20 everywhere (shifted, not masked)"
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0, ctx.array(soft),
+                                notes=notes)
+        # a large positive bias on a few columns, [1, C], beside -inf: the max must be taken
+        # after the mask is added, or exp overflows
+        big = np.zeros((1, cols))
+        big[0, ctx.rng.choice(cols, size=3, replace=False)] = 100.0
+        big[0, ctx.rng.choice(cols, size=cols // 4, replace=False)] = NEG_INF
+        big[0, int(np.argmax(big[0]))] = 100.0  # at least one +100 survives the -inf
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0, ctx.array(big),
+                                notes={r: "with a bias of +100 on a few columns" for r in range(rows)})
+
+
+def tiny_shapes(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 2.0)
+        mask = _tail_mask(ctx, 1, cols, max_fraction=0.5)  # keeps column 0
+        yield from _masked_call(ctx, ctx.randn((rows, cols), scale=3.0), 1.0, mask, causal=True)
+
+
 def fresh_inputs(ctx):
     for rows, cols in ctx.params["shapes"]:
         for _ in range(int(ctx.params.get("calls", 4))):

@@ -143,6 +143,13 @@ def poisoned_row(ctx):
         yield from _softmax_call(ctx, ctx.array(values), notes)
 
 
+def tiny_shapes(ctx):
+    for rows, cols in ctx.params["shapes"]:
+        values = ctx.rng.standard_normal((rows, cols)) * 3.0
+        yield from _row_stats_call(ctx, ctx.array(values))
+        yield from _softmax_call(ctx, ctx.array(values))
+
+
 def _byte_counts(spec, rows, cols, dtype):
     """(bytes_3pass, bytes_1pass) for an R×C tensor of ``dtype``: traversals × its bytes."""
     tensor = spec["element_bytes"][dtype] * rows * cols

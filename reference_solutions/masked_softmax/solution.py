@@ -199,7 +199,8 @@ def _chunk_normalize_kernel(
 def masked_softmax(x, scale: float, mask=None, causal: bool = False):
     """Row softmax of x * scale + mask (and a causal mask if asked); float32 [R, C].
 
-    mask: None, or an additive float32 mask (0 or -inf) of shape [R, C] or [1, C].
+    mask: None, or an additive float32 mask of shape [R, C] or [1, C]: its values (0, -inf,
+    or any finite bias) are added to x * scale before the max is taken.
     A row whose every position is masked comes out as all zeros.
     """
     if x.ndim != 2 or x.dtype != torch.float32:
