@@ -11,6 +11,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+# pytest-xdist runs the tests in several processes at once: each takes job uids from a range
+# of its own (graders/jobuids.py reads this at import), so a test that looks for processes
+# a grading left behind under "the job uids" never sees another process's gradings
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+os.environ.setdefault("GRADERS_JOB_UID_BASE",
+                      str(61000 + 1000 * (int(_WORKER) % 4 if _WORKER.isdigit() else 0)))
+
 from graders.checker import grade  # noqa: E402
 from graders.mutants import get_mutant, materialise  # noqa: E402
 from graders.registry import get_exercise  # noqa: E402

@@ -81,3 +81,37 @@ def test_every_mutant_names_a_known_check_and_each_exercise_has_references():
     for case in mutants:
         assert case.why, f"{case.path} should say why it is wrong"
     assert all(c.path.is_relative_to(references_root()) for c in cases)
+
+
+def _coverage_rows(name):
+    """(clause, the check or verdict named first under "checked by", the files of "proved by")
+    for each row of exercises/NAME/coverage.md's table."""
+    text = (all_exercises()[name].folder / "coverage.md").read_text()
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("clause", "---"):
+            continue
+        checked_by = cells[1].split("`")[1]
+        proved_by = [part for i, part in enumerate(cells[2].split("`")) if i % 2]
+        rows.append((cells[0], checked_by, proved_by))
+    return rows
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_coverage_table_proves_every_check_with_files_that_fail_it(name):
+    """Issue 23: every clause of the contract has a check, and a mutant (or a whole wrong
+    file) whose '# expect:' line says it fails that check (or gets that verdict); selftest
+    grades each one on both devices."""
+    spec = all_exercises()[name]
+    by_path = {c.path.relative_to(references_root() / name).as_posix(): c for c in collect([name])}
+    rows = _coverage_rows(name)
+    assert len(rows) >= len(spec.checks)
+    verdicts = {"rejected"}
+    for clause, checked_by, proved_by in rows:
+        assert checked_by in {c.name for c in spec.checks} | verdicts, (clause, checked_by)
+        assert proved_by, f"{clause}: no kernel proves it"
+        for path in proved_by:
+            assert path in by_path, f"{name}/{path} is not a file selftest grades"
+            assert checked_by in by_path[path].expect, (path, by_path[path].expect)
+    assert {c.name for c in spec.checks} <= {checked_by for _, checked_by, _ in rows}

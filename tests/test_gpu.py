@@ -47,6 +47,31 @@ def softmax(x):
 
 pytestmark = pytest.mark.gpu
 
+# issue 23: launches captured in a CUDA graph count when the graph is replayed. One graph
+# per shape and dtype, over static buffers: each call copies its input in, replays, and
+# returns a copy of the static output (torch copies are allowed; the kernel does the work).
+GRAPH_REPLAY = SAFE_KERNEL + '''
+
+_graphs = {}
+
+
+def softmax(x):
+    key = (tuple(x.shape), x.dtype)
+    if key not in _graphs:
+        static_x, static_y = torch.empty_like(x), torch.empty_like(x)
+        static_x.copy_(x)
+        launch(static_x, static_y)  # compile before capturing
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            launch(static_x, static_y)
+        _graphs[key] = (graph, static_x, static_y)
+    graph, static_x, static_y = _graphs[key]
+    static_x.copy_(x)
+    graph.replay()
+    return static_y.clone()
+'''
+
 ENDLESS_KERNEL = SAFE_KERNEL + '''
 
 @triton.jit
@@ -129,6 +154,12 @@ def test_work_on_a_side_stream_is_rejected(slot, tmp_path):
     print(f"\nside stream: {result.verdict.value}: {result.message[:200]}")
     assert result.verdict is Verdict.REJECTED and "side stream" in result.message
     assert result.flag
+
+
+def test_a_cuda_graph_replay_counts_as_a_launch(slot, tmp_path):
+    result = _grade(slot, tmp_path, "graph", GRAPH_REPLAY, timeout_s=300)
+    print(f"\nCUDA graph replay: {result.verdict.value} {result.score}: {result.message[:200]}")
+    assert result.verdict is Verdict.PASSED, [c.message for c in result.checks if not c.passed]
 
 
 def test_exhausting_gpu_memory_is_a_memory_limit(slot, tmp_path):

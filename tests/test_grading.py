@@ -150,15 +150,17 @@ def test_returning_the_wrong_type_fails_the_check(grade_source):
     assert "returned NoneType" in result.checks[0].message
 
 
-def test_cached_outputs_fail_fresh_inputs(grade_source):
-    # it still launches a kernel on every call (on scratch memory), so only the values tell
+def test_cached_outputs_are_rejected_though_a_kernel_ran(grade_source):
+    # it launches a kernel on every call (on scratch memory) and returns an output from an
+    # earlier call: no kernel of this call was given what it returns (issue 23). (A cache of
+    # inputs, recomputed, is the caches_by_shape mutant: only fresh_inputs' values tell.)
     source = safe("    key = tuple(x.shape) + (x.dtype,)\n    if key not in CACHE:\n"
                   "        CACHE[key] = torch.empty_like(x)\n        launch(x, CACHE[key])\n"
                   "    else:\n        launch(x, torch.empty_like(x))\n"
                   "    return CACHE[key]\n") + "\nCACHE = {}\n"
     result = grade_source("safe_softmax", source)
-    failed = {c.name for c in result.checks if not c.passed}
-    assert result.verdict is Verdict.FAILED and "fresh_inputs" in failed
+    assert result.verdict is Verdict.REJECTED
+    assert "no Triton kernel launched in this call was given" in result.message
 
 
 def test_a_torch_py_beside_the_submission_changes_nothing(tmp_path):
@@ -499,3 +501,68 @@ def test_a_sandboxed_gpu_is_named_by_its_uuid_not_its_index(tmp_path, monkeypatc
     assert gpuinfo.cuda_visible_devices(1) == "GPU-bbbb"
     assert gpuinfo.cuda_visible_devices(0) == "GPU-aaaa"
     assert gpuinfo.cuda_visible_devices(2) == "2"  # unknown to the driver: the index
+
+
+# -- a call that raises or crashes fails its check, not the run: issue 23 ------------------
+
+def raises_on_wide_rows(cols: int) -> str:
+    """A good kernel whose wrapper raises, as Liger-Kernel's does, for rows over ``cols``."""
+    return safe(f"    if x.shape[1] > {cols}:\n"
+                f"        raise RuntimeError('rows over {cols} columns are not supported')\n"
+                "    y = torch.empty_like(x)\n    launch(x, y)\n    return y\n")
+
+
+def test_a_call_that_raises_on_one_shape_fails_that_check_and_the_others_keep_their_points(
+        grade_source):
+    source = raises_on_wide_rows(50000)  # only long_rows' 2×100003 on the CPU
+    result = grade_source("safe_softmax", source)
+    by_name = {c.name: c for c in result.checks}
+    assert result.verdict is Verdict.FAILED, result.message
+    assert [c.name for c in result.checks if not c.passed] == ["long_rows"]
+    message = by_name["long_rows"].message
+    assert message.startswith("softmax(2×100003 float32) raised RuntimeError: rows over 50000")
+    line = source.splitlines().index("        raise RuntimeError('rows over 50000 columns are "
+                                     "not supported')") + 1
+    assert f"(line {line} of your file)" in message
+    assert result.score == 100 - by_name["long_rows"].max_points
+
+
+def test_a_crash_on_one_shape_fails_that_check_and_a_fresh_runner_takes_the_rest(grade_source):
+    source = safe("    if x.shape[1] == 1500:\n        import os, signal\n"
+                  "        os.kill(os.getpid(), signal.SIGSEGV)\n"
+                  "    y = torch.empty_like(x)\n    launch(x, y)\n    return y\n")
+    result = grade_source("safe_softmax", source)
+    failed = [c for c in result.checks if not c.passed]
+    assert result.verdict is Verdict.FAILED, result.message
+    assert [c.name for c in failed] == ["non_power_of_two_cols"]
+    assert "crashed with SIGSEGV" in failed[0].message and "2×1500" in failed[0].message
+    assert all(c.ran for c in result.checks) and result.phases["runners"] >= 2
+
+
+# -- the work stays on the device, on the CPU as on the GPU: issue 23 ----------------------
+
+@pytest.mark.parametrize("off_device", [
+    "x.numpy()", "np.asarray(x)", "x.tolist()", "np.from_dlpack(x)", "x[0, 0].item()",
+    "x.to('cpu')"])
+def test_data_taken_off_the_device_is_rejected_on_the_cpu_too(grade_source, off_device):
+    source = "import numpy as np\n" + safe(
+        f"    host = {off_device}\n    y = torch.empty_like(x)\n    launch(x, y)\n    return y\n")
+    result = grade_source("safe_softmax", source)
+    assert result.verdict is Verdict.REJECTED, result.message
+    assert "moved data off the device" in result.message
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if "host = " in text)
+    assert result.line == line
+
+
+def test_a_result_no_kernel_of_the_call_was_given_is_rejected(grade_source):
+    source = safe("    y = torch.empty_like(x)\n    scratch = torch.empty_like(x)\n"
+                  "    launch(x, scratch)\n    return y\n")
+    result = grade_source("safe_softmax", source)
+    assert result.verdict is Verdict.REJECTED
+    assert "no Triton kernel launched in this call was given" in result.message
+
+
+def test_a_copy_of_what_a_kernel_wrote_counts_as_written(grade_source):
+    source = safe("    scratch = torch.empty_like(x)\n    launch(x, scratch)\n"
+                  "    return scratch.clone()\n")
+    assert grade_source("safe_softmax", source).verdict is Verdict.PASSED

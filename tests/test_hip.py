@@ -59,7 +59,7 @@ def test_hip_is_graded_on_the_float32_checks_only():
     assert "half_precision_overflow" not in names and "poisoned_row" in names
     assert all(c.params[d].get("dtypes") in (None, ["float32"]) for c in safe for d in c.params)
     online = [c.name for c in applicable_checks(get_exercise("online_softmax"), Language.HIP)]
-    assert online == ["row_stats_match_two_pass", "long_rows", "poisoned_row"]
+    assert online == ["row_stats_match_two_pass", "long_rows", "poisoned_row", "tiny_shapes"]
     for name in ("safe_softmax", "masked_softmax", "online_softmax"):
         points = sum(c.points for c in applicable_checks(get_exercise(name), Language.HIP))
         assert points == pytest.approx(100)

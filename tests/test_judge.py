@@ -34,6 +34,24 @@ def test_float32_computed_in_float16_fails():
     assert failure is not None and failure.symptom in ("value", "sum")
 
 
+def test_close_values_are_named_precision_and_far_ones_value():
+    z = _logits(cols=300) - 1000.0
+    exact = softmax64(z)
+    # exp2 of x·log2 e rounded in float32, before the max is subtracted: ~5e-5 relative
+    close = exact * (1 + 5e-5 * RNG.standard_normal(exact.shape))
+    failure = compare_rows(from_f64(close, "float32"), exact, F32, dtype="float32", logits=z)
+    assert failure.symptom == "precision"
+    assert "close, but over float32's tolerance of 1e-05" in failure.text
+    far = exact.copy()
+    far[2] = np.roll(far[2], 1)  # the right values in the wrong columns
+    failure = compare_rows(from_f64(far, "float32"), exact, F32, dtype="float32", logits=z)
+    assert failure.symptom == "value" and failure.row == 2
+    m, s = row_stats64(z)
+    failure = compare_values(from_f64(s * (1 + 3e-5), "float32"), s, F32, dtype="float32",
+                             what="s")
+    assert failure.symptom == "precision"
+
+
 def test_nan_row_is_named_with_a_json_safe_dump():
     z = _logits()
     got = softmax64(z)

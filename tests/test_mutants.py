@@ -136,7 +136,7 @@ def test_every_course_mutant_is_a_patch_that_applies(tmp_path):
             # the file is the bug: a whole other design belongs in from_scratch/
             assert len(changed) <= MOST_CHANGED_LINES, f"{mutant.label}: {len(changed)} lines"
             count += 1
-    assert count == 20
+    assert count == 39
 
 
 MOST_CHANGED_LINES = 40
@@ -149,13 +149,36 @@ def test_kernels_written_from_scratch_are_whole_files_the_selftest_grades():
 
     cases = [c for c in collect() if c.path.parent.name == "from_scratch"]
     assert sorted(c.label for c in cases) == [
+        "masked_softmax/from_scratch/boolean_mask.py",
+        "masked_softmax/from_scratch/causal_skip_tiles.py",
+        "masked_softmax/from_scratch/online_tiles_attention_style.py",
+        "masked_softmax/from_scratch/torch_where_mask.py",
         "masked_softmax/from_scratch/unguarded_merge.py",
+        "online_softmax/from_scratch/reduce_combine.py",
+        "online_softmax/from_scratch/split_row_two_kernels.py",
+        "safe_softmax/from_scratch/autotuned_warps.py",
+        "safe_softmax/from_scratch/block_ptr_tiles.py",
+        "safe_softmax/from_scratch/exp2_after_max.py",
+        "safe_softmax/from_scratch/exp2_before_max.py",
+        "safe_softmax/from_scratch/heuristics_tiled.py",
+        "safe_softmax/from_scratch/numpy_round_trip.py",
+        "safe_softmax/from_scratch/raises_on_long_rows.py",
+        "safe_softmax/from_scratch/reduce_online_pairs.py",
         "safe_softmax/from_scratch/row_per_program.py",
         "safe_softmax/from_scratch/row_per_program_naive_exp.py",
         "safe_softmax/from_scratch/row_per_program_tail_zero.py",
-        "safe_softmax/from_scratch/torch_softmax_inside.py"]
+        "safe_softmax/from_scratch/rows_per_program.py",
+        "safe_softmax/from_scratch/stats_then_normalize.py",
+        "safe_softmax/from_scratch/torch_softmax_inside.py",
+        "safe_softmax/from_scratch/triton_op_library.py",
+        "safe_softmax/from_scratch/tutorial_persistent.py"]
     assert all(c.mutant is None and c.why for c in cases)
     by_name = {c.path.name: c.expect for c in cases}
+    # issue 23: the designs students copy get the verdict their design earns
+    assert by_name["tutorial_persistent.py"] == ("long_rows", "(only)")
+    assert by_name["raises_on_long_rows.py"] == ("long_rows", "(only)")
+    assert by_name["numpy_round_trip.py"] == ("rejected",)
+    assert by_name["boolean_mask.py"] == ("additive_bias", "(only)")
     assert by_name["torch_softmax_inside.py"] == ("rejected",)
     assert by_name["row_per_program_naive_exp.py"] == ("poisoned_row", "underflow", "long_rows")
 

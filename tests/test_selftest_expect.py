@@ -157,3 +157,25 @@ def test_the_repository_expectations_all_validate():
     assert by_name["row_per_program.py"] == ("long_rows",)
     assert by_name["row_per_program_naive_exp.py"] == ("poisoned_row", "underflow", "long_rows")
     assert by_name["row_per_program_tail_zero.py"] == ("non_power_of_two_cols", "long_rows")
+
+
+# ---- (only): exactly the named checks fail --------------------------------------------
+
+def test_only_after_the_checks_is_read_as_a_last_name(tmp_path):
+    path = _mutant(tmp_path, "# expect: long_rows (only) — one block per row")
+    assert read_expectation(path) == (("long_rows", "(only)"), "one block per row")
+    validate_expectation(path, ("long_rows", "(only)"), CHECKS)
+
+
+def test_only_demands_that_no_other_check_fails():
+    case = _case(["long_rows", "(only)"])
+    assert judge(case, _result(Verdict.FAILED, failed={"long_rows"}))
+    assert not judge(case, _result(Verdict.FAILED, failed={"long_rows", "poisoned_row"}))
+    assert not judge(case, _result(Verdict.FAILED, failed={"poisoned_row"}))
+    assert not judge(case, _result(Verdict.RUNTIME_ERROR, failed={"long_rows"}))
+
+
+def test_only_cannot_follow_a_verdict(tmp_path):
+    path = _mutant(tmp_path, "# expect: rejected (only)")
+    with pytest.raises(ValueError, match="only"):
+        validate_expectation(path, read_expectation(path)[0], CHECKS)
