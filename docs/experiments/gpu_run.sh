@@ -2,7 +2,7 @@
 # The H200 runs behind issue 11's figures (docs/benchmarks.md, docs/verification.md).
 # Usage on the device machine, from the repo root: bash docs/experiments/gpu_run.sh PART
 # SWEEP_ONLY=a,b limits the sweep to shapes containing a or b (no spaces).
-# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | sweep | repeat | bench | benchall (issue 16). Results go to $OUT (or ./gpu-out).
+# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | corpus (issue 23) | sweep | repeat | bench | benchall (issue 16). Results go to $OUT (or ./gpu-out).
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -46,7 +46,22 @@ for part in "$@"; do case "$part" in
     timeout ${WORKERS_TIMEOUT:-580} python3 docs/experiments/workers_bench.py --device cuda --database sqlite \
       --batch ${WORKERS_BATCH:-24} --settle 40 --logs "$OUT" 2>&1 | tee "$OUT/workers.log" ;;
   selftest)
-    timeout ${SELFTEST_TIMEOUT:-200} python3 -m graders selftest --device cuda --jobs 8 2>&1 | tee "$OUT/selftest.log" ;;
+    timeout ${SELFTEST_TIMEOUT:-200} python3 -m graders selftest --device cuda --jobs ${SELFTEST_JOBS:-8} 2>&1 | tee "$OUT/selftest.log" ;;
+  corpus)  # issue 23: designs students copy, graded one at a time as a submission is (timed)
+    for f in ${CORPUS:-reference_solutions/*/from_scratch/*.py}; do
+      ex=$(echo "$f" | cut -d/ -f2)
+      timeout ${CORPUS_TIMEOUT:-150} python3 -m graders grade "$ex" "$f" --device cuda --json > "$OUT/one.json" 2>/dev/null
+      python3 - "$f" "$OUT/one.json" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[2]))
+except ValueError:
+    print(f"{sys.argv[1]:<62} no result"); sys.exit()
+failed = [c["name"] for c in r["checks"] if not c["passed"]]
+print(f"{sys.argv[1]:<62} {r['verdict']:<13} {r['score']:>7}/{r['max_score']:<4} "
+      f"{r['duration_s']:5.1f} s  failed {failed}  {r['message'][:90]!r}")
+PY
+    done 2>&1 | tee "$OUT/corpus.log" ;;
   bench)
     timeout ${BENCH_TIMEOUT:-500} python3 -m graders bench --exercise ${BENCH_EXERCISE:-safe_softmax} \
       --repeat ${BENCH_REPEAT:-5} --no-labs ${BENCH_FLAGS:-} --out "$OUT/bench.md" 2>&1 | tee "$OUT/bench.log" ;;
