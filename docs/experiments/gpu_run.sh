@@ -2,7 +2,7 @@
 # The H200 runs behind issue 11's figures (docs/benchmarks.md, docs/verification.md).
 # Usage on the device machine, from the repo root: bash docs/experiments/gpu_run.sh PART
 # SWEEP_ONLY=a,b limits the sweep to shapes containing a or b (no spaces).
-# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | corpus (issue 23) | sweep | repeat | bench | benchall (issue 16). Results go to $OUT (or ./gpu-out).
+# PART (one or more): latency | calibrate | tests | load | workers (2 GPUs: issue 13) | selftest | corpus, autotune (issue 23) | sweep | repeat | bench | benchall (issue 16). Results go to $OUT (or ./gpu-out).
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -47,6 +47,11 @@ for part in "$@"; do case "$part" in
       --batch ${WORKERS_BATCH:-24} --settle 40 --logs "$OUT" 2>&1 | tee "$OUT/workers.log" ;;
   selftest)
     timeout ${SELFTEST_TIMEOUT:-200} python3 -m graders selftest --device cuda --jobs ${SELFTEST_JOBS:-8} 2>&1 | tee "$OUT/selftest.log" ;;
+  autotune)  # issue 23: where an autotuned one-block-per-row kernel's grading goes
+    timeout ${AUTOTUNE_TIMEOUT:-200} python3 docs/experiments/autotune_cost.py 2>&1 | tee "$OUT/autotune_cost.log"
+    timeout 150 python3 -m graders grade safe_softmax reference_solutions/safe_softmax/from_scratch/autotuned_warps.py \
+      --device cuda --json > "$OUT/autotuned.json" 2>&1
+    python3 -c "import json; r = json.load(open('$OUT/autotuned.json')); print(r['verdict'], r['duration_s'], json.dumps(r['phases']))" ;;
   corpus)  # issue 23: designs students copy, graded one at a time as a submission is (timed)
     for f in ${CORPUS:-reference_solutions/*/from_scratch/*.py}; do
       ex=$(echo "$f" | cut -d/ -f2)
