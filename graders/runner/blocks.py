@@ -11,6 +11,13 @@ kernel is compiled for the GPU, and while the CPU interpreter runs it. Wrapping 
 refuses an oversized block at once, with the same words on both devices, before any
 slow compile starts. The refusal is recorded here as well as raised, because Triton's
 code generator re-wraps errors (``from None``) and the original exception is lost.
+
+While ``@triton.autotune`` benchmarks its configs, a config that would spread a block
+over so few threads that each holds more than ``MAX_PER_THREAD`` of its values is skipped
+the same way, before it compiles: a thread has at most 255 registers, so such a config
+spills, never wins, and is what made autotuning slow (on the H200 a 32768-wide block took
+12.2 s to compile on 1 warp and 3.5 s on 2, against 0.4 s on 8: docs/experiments/
+autotune_cost.py). Outside autotuning the config is the student's choice and compiles.
 """
 
 from __future__ import annotations
@@ -19,10 +26,17 @@ import threading
 from dataclasses import dataclass
 
 MAX_BLOCK_ELEMENTS = 65536
+MAX_PER_THREAD = 256  # values of one block per thread, for a config the autotuner tries
+WARP_SIZE = 32
+DEFAULT_WARPS = 4  # Triton's num_warps when a launch gives none
 
 
 class BlockTooLarge(ValueError):
     """Raised inside Triton when a kernel asks for a block above the limit."""
+
+
+class ConfigTooWide(ValueError):
+    """Raised inside Triton when a config being autotuned would hold too much per thread."""
 
 
 @dataclass
@@ -43,6 +57,25 @@ def current_launch() -> tuple[str, int | None]:
 def set_launch(kernel: str, num_warps: int | None) -> None:
     """Called by the launch counter: which kernel the next block shapes belong to."""
     _state.launch = (kernel, num_warps)
+
+
+class autotuning:
+    """Context manager: the autotuner is trying a config (too-wide configs are skipped)."""
+
+    def __enter__(self):
+        _state.autotuning = getattr(_state, "autotuning", 0) + 1
+        _state.too_wide = False
+
+    def __exit__(self, *exc):
+        _state.autotuning -= 1
+        return False
+
+
+def take_too_wide() -> bool:
+    """Whether the config just tried was skipped as too wide (and forget it)."""
+    too_wide = getattr(_state, "too_wide", False)
+    _state.too_wide = False
+    return too_wide
 
 
 def take_refusal() -> Refusal | None:
@@ -68,6 +101,12 @@ def install(limit: int = MAX_BLOCK_ELEMENTS) -> None:
             raise BlockTooLarge(
                 f"a block of {numel} elements ({' × '.join(map(str, dims))}) in one program "
                 f"is over the grader's limit of {limit}")
+        if getattr(_state, "autotuning", 0):
+            threads = WARP_SIZE * (current_launch()[1] or DEFAULT_WARPS)
+            if numel > MAX_PER_THREAD * threads:
+                _state.too_wide = True
+                raise ConfigTooWide(f"a block of {numel} elements over {threads} threads "
+                                    f"holds more than {MAX_PER_THREAD} per thread")
         return numel
 
     validate_block_shape._graders_limited = True

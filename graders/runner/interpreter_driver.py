@@ -10,8 +10,9 @@ GPU would, so the CPU and the GPU grade the same file the same way:
   memory per SM, warps of 32): a grid sized from them is the grid the GPU would get;
 * the torch device is the CPU (the grader's tensors live there);
 * the autotuner's benchmark runs each config once and reports equal times, so the
-  first config that runs is kept: every config still compiles-and-runs once (a config
-  that fails, fails here as on the GPU), without timing the interpreter.
+  first config that runs is kept: every config still runs once (a config that fails,
+  fails here as on the GPU; one the grader skips as too wide per thread is skipped here
+  too: graders.runner.blocks), without timing the interpreter.
 """
 
 from __future__ import annotations
