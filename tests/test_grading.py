@@ -568,48 +568,25 @@ def test_a_copy_of_what_a_kernel_wrote_counts_as_written(grade_source):
     assert grade_source("safe_softmax", source).verdict is Verdict.PASSED
 
 
-AUTOTUNED = '''
-import torch
-import triton
-import triton.language as tl
-
-
-# the first config would write zeros: the interpreter's autotune keeps the first config that
-# runs, so only skipping it (16384 values on one warp: 512 a thread) lets the kernel pass
-@triton.autotune(configs=[triton.Config({"ZEROS": True}, num_warps=1),
-                          triton.Config({"ZEROS": False}, num_warps=8)], key=["n_cols"])
-@triton.jit
-def _kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr, ZEROS: tl.constexpr):
-    base = tl.program_id(0).to(tl.int64) * n_cols
-    m = tl.full([BLOCK], -float("inf"), tl.float32)
-    s = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + base + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        ref = tl.where(m_new == -float("inf"), 0.0, m_new)
-        s = s * tl.exp(m - ref) + tl.exp(x - ref)
-        m = m_new
-    row_max = tl.max(m, axis=0)
-    total = tl.sum(s * tl.exp(m - row_max), axis=0)
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + base + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-        y = tl.exp(x - row_max) / total
-        if ZEROS:
-            y = y * 0.0
-        tl.store(y_ptr + base + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)
-
-
-def softmax(x):
-    y = torch.empty_like(x)
-    _kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=16384)
-    return y
-'''
+def _autotuned_kernel() -> str:
+    """SAFE_KERNEL autotuned over two configs; the first would write zeros: the
+    interpreter's autotune keeps the first config that runs, so only skipping it (16384
+    values on one warp: 512 a thread) lets the kernel pass."""
+    source = SAFE_KERNEL
+    for old, new in [
+        ("@triton.jit\ndef _kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):",
+         "@triton.autotune(configs=[triton.Config({'KEEP': 0}, num_warps=1),\n"
+         "                          triton.Config({'KEEP': 1}, num_warps=8)], key=['n_cols'])\n"
+         "@triton.jit\ndef _kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr, KEEP: tl.constexpr):"),
+        ("tl.exp(x - row_max) / total, mask", "tl.exp(x - row_max) / total * KEEP, mask"),
+        ("block = min(triton.next_power_of_2(x.shape[1]), 1024)", "block = 16384")]:
+        assert old in source
+        source = source.replace(old, new)
+    return source + "\n\ndef softmax(x):\n    y = torch.empty_like(x)\n    launch(x, y)\n    return y\n"
 
 
 def test_autotune_skips_a_config_that_holds_too_much_per_thread_before_it_compiles(grade_source):
     """Issue 23: a 32768-wide block took 12 s to compile on 1 warp on the H200; the grader's
     autotune skips configs over 256 values a thread, so the other configs are chosen."""
-    result = grade_source("safe_softmax", AUTOTUNED)
+    result = grade_source("safe_softmax", _autotuned_kernel())
     assert result.verdict is Verdict.PASSED, [c.message for c in result.checks if not c.passed]
