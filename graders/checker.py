@@ -34,7 +34,7 @@ from .pool import ReadyRunner, RunnerPool
 from .results import CheckResult, GradeResult
 from .sandbox import default_launcher
 from .session import (CallOverrun, CallRefused, RunnerCrashed, RunStopped, Session,
-                      overrun_message)
+                      overrun_message, run_message)
 from .spec import CheckSpec, ExerciseSpec, PerformanceSpec, SpecError
 from .vocabulary import Device, Language, Verdict
 
@@ -615,10 +615,8 @@ class Grader:
 
     def _note_raise(self, check: CheckSpec, call: Call, refused: CallRefused) -> None:
         """Keep what a raise would have ended the run with, worded as it was then."""
-        line = f" (line {refused.line} of your file)" if refused.line else ""
-        message = f"{refused.message}{line} in check {check.name}, calling {call.label}"
-        if refused.traceback:
-            message += "\n" + refused.traceback
+        message = run_message(refused.message, refused.line,
+                              f"in check {check.name}, calling {call.label}", refused.traceback)
         verdict = Verdict.COMPILE_ERROR if refused.kind == "compile_error" else Verdict.RUNTIME_ERROR
         with self._lock:
             self._raised.setdefault(check.name, RunStopped(verdict, message, refused.line))

@@ -133,13 +133,9 @@ class Session:
             if kind in CHECK_FAILING or (raises_fail_check and kind in RAISED):
                 raise CallRefused(kind, message, line, str(error.get("traceback") or ""),
                                   error.get("healthy") is not False)
-            if line:
-                message += f" (line {line} of your file)"
-            if during:
-                message += f" {during}"
-            if error.get("traceback"):
-                message += "\n" + str(error["traceback"])
-            raise RunStopped(_RUN_ENDING.get(kind, Verdict.RUNTIME_ERROR), message, line)
+            raise RunStopped(_RUN_ENDING.get(kind, Verdict.RUNTIME_ERROR),
+                             run_message(message, line, during, str(error.get("traceback") or "")),
+                             line)
         return reply
 
     def _death(self, during: str) -> RunStopped:
@@ -175,6 +171,18 @@ class Session:
                                  f"{during}{': ' + hint if hint else ''}")
         return RunnerCrashed(Verdict.RUNTIME_ERROR,
                              f"the submission's process exited (status {code}) {during}")
+
+
+def run_message(message: str, line: int | None, during: str, traceback: str = "") -> str:
+    """An error that ends the run, as the student reads it: what was raised, their line,
+    where (the check and the call), then their frames."""
+    if line:
+        message += f" (line {line} of your file)"
+    if during:
+        message += f" {during}"
+    if traceback:
+        message += "\n" + traceback
+    return message
 
 
 def overrun_message(overrun: CallOverrun, call_label: str) -> str:
