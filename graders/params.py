@@ -11,13 +11,22 @@ the values (the server derives each student's; ``grade --params`` takes them fro
 command line); they are validated here against the declaration, missing ones take their
 default, and the checks read them as ``ctx.submission_params``. The result records them.
 
+A student's own values are ``derive``d from a course secret and who they are, the same
+way wherever they are graded: the course's server (their username), Gradescope (their
+account's email) and PrairieLearn (their variant's seed).
+
 The standard library alone: the server reads the declarations from ``graders list --json``
-(``ParamSpec.to_json``) without importing the checker.
+(``ParamSpec.to_json``) without importing the checker, and a PrairieLearn question's
+``server.py`` imports this file as it is.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,3 +123,29 @@ def parse_cli(text: str) -> dict[str, Any]:
             raise ParamError(f"{name.strip()} is given twice")
         out[name.strip()] = value.strip()
     return out
+
+
+def derive(secret: str, identity: str, exercise: str, specs: Sequence[ParamSpec]
+           ) -> dict[str, Any]:
+    """One student's values of ``exercise``'s parameters; {} when it declares none.
+
+    HMAC-SHA256(secret, exercise and identity) picks one combination of all the choices,
+    never the all-defaults one: the defaults are the statement's example and what a grading
+    without parameters uses, so their answers are public. The same identity always gets the
+    same values (nothing is stored), another almost always others, and without the secret
+    nobody can compute anyone's. The exercise's name is in the message, so one student's
+    values for one exercise tell nothing of another's."""
+    if not specs:
+        return {}
+    default = tuple(s.default for s in specs)
+    combos = [c for c in itertools.product(*(s.choices for s in specs)) if c != default] \
+        or [default]
+    digest = hmac.new(secret.encode(), f"{exercise}\n{identity}".encode(),
+                      hashlib.sha256).digest()
+    return dict(zip((s.name for s in specs), combos[int.from_bytes(digest, "big") % len(combos)]))
+
+
+def from_json(declarations: Sequence[dict[str, Any]]) -> tuple[ParamSpec, ...]:
+    """Declarations as ``ParamSpec.to_json`` wrote them (``graders list --json``)."""
+    return tuple(ParamSpec(d["name"], tuple(d["choices"]), d["default"],
+                           str(d.get("description", ""))) for d in declarations)

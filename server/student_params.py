@@ -8,17 +8,17 @@ migration), another student almost always others, and without the secret nobody 
 compute anyone's. The exercise page and the API show them; every grading of the
 student's work is sent them (the local pool and the Celery task alike).
 
-The declarations come from ``graders list --json`` (server/graders_client.py): the
-server imports nothing of the checker.
+The declarations come from ``graders list --json`` (server/graders_client.py); the rule
+itself is graders/params.py's ``derive`` (standard library only, no checker), which the
+Gradescope and PrairieLearn autograders follow too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import itertools
 import logging
 from typing import Any, Mapping
+
+from graders import params
 
 from .graders_client import ExerciseInfo
 from .settings import DEV_COURSE_SECRET, Settings
@@ -27,21 +27,9 @@ log = logging.getLogger("server.student_params")
 
 
 def derive(secret: str, username: str, exercise: ExerciseInfo) -> dict[str, Any]:
-    """The values of ``exercise``'s parameters for ``username``; {} when it declares none.
-
-    One combination of all the choices is picked, never the all-defaults one: the defaults
-    are the statement's example and what a grading without parameters uses, so their
-    answers are public. The exercise's name is in the message, so one student's values
-    for one exercise tell nothing of another's."""
-    if not exercise.params:
-        return {}
-    names = [p["name"] for p in exercise.params]
-    default = tuple(p["default"] for p in exercise.params)
-    combos = [c for c in itertools.product(*(p["choices"] for p in exercise.params))
-              if c != default] or [default]
-    digest = hmac.new(secret.encode(), f"{exercise.name}\n{username}".encode(),
-                      hashlib.sha256).digest()
-    return dict(zip(names, combos[int.from_bytes(digest, "big") % len(combos)]))
+    """The values of ``exercise``'s parameters for ``username``; {} when it declares none
+    (graders.params.derive: the rule the platforms' autograders follow too)."""
+    return params.derive(secret, username, exercise.name, params.from_json(exercise.params))
 
 
 def params_for(settings: Settings, exercises: Mapping[str, ExerciseInfo], exercise: str,
