@@ -3,7 +3,10 @@
 Confinement is decided first: a container that cannot confine code grades nothing, whatever
 was submitted. Then the file is found, then graded. Every way this ends is an ``Outcome``
 the platform turns into its results.json; an unexpected fault of the grader becomes one
-too, so the platform always has a results.json to show.
+too, so the platform always has a results.json to show, and the entry point then exits 0:
+PrairieLearn's grader host reads results.json only after an exit status of 0, and a
+Gradescope run that wrote one has nothing more to say with its status. What staff must
+see (a fault, a container that cannot confine) goes to the log (stderr).
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import json
 import logging
 import os
 import stat
+import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..registry import REPO_ROOT, get_exercise
 from .confinement import CannotConfine, choose
@@ -33,16 +38,21 @@ CANNOT_CONFINE = ("The autograder could not confine your submission, so it did n
 @dataclass
 class Outcome:
     kind: str  # "graded", "cannot_confine", "no_submission", "grader_fault"
-    message: str = ""
+    message: str = ""  # what the student reads
     graded: Graded | None = None
+    detail: str = ""  # what staff read in the log, where it says more than ``message``
 
     @property
-    def exit_status(self) -> int:
-        """0 when the student's work was judged (any verdict); else the platform's log and
-        its failed-run marker tell staff the autograder needs them."""
+    def for_staff(self) -> str | None:
+        """What the log says when the autograder, not the student, needs attention."""
         if self.kind == "graded":
-            return 2 if self.graded.result.get("verdict") == "grader_error" else 0
-        return 0 if self.kind == "no_submission" else 3
+            result = self.graded.result
+            if result.get("verdict") == "grader_error":
+                return f"GRADER ERROR: {result.get('message', '')}"
+            return None
+        if self.kind in ("cannot_confine", "grader_fault"):
+            return f"{self.kind.upper().replace('_', ' ')}: {self.detail or self.message}"
+        return None
 
 
 def _open_to_job_uids() -> None:
@@ -58,46 +68,65 @@ def _open_to_job_uids() -> None:
                 pass
 
 
-def grade_folder(exercise: str, folder: Path) -> Outcome:
+def grade_folder(exercise: str, folder: Path, params: dict[str, Any] | None = None) -> Outcome:
     try:
         spec = get_exercise(exercise)
         _open_to_job_uids()
         try:
             confinement = choose()
         except CannotConfine as exc:
-            log.error("cannot confine: %s", exc)
             return Outcome("cannot_confine", CANNOT_CONFINE.format(why=exc))
         try:
             submission = find_submission(folder, spec)
         except NoSubmission as exc:
             return Outcome("no_submission", str(exc))
-        return Outcome("graded", graded=grade_file(exercise, submission, confinement))
+        return Outcome("graded", graded=grade_file(exercise, submission, confinement, params))
     except Exception:  # noqa: BLE001 - the platform must still get a results.json
         log.error("grader fault:\n%s", traceback.format_exc())
         return Outcome("grader_fault", "The autograder failed before it could grade your file. "
                                        "This is not your fault; course staff have the log.")
 
 
-def grade_into_results(exercise: str, submission: Path, results: Path,
-                       results_of: Callable[[Outcome], dict]) -> Outcome:
-    """Grade ``submission`` and write the platform's ``results/results.json``."""
+def _results_folder(results: Path) -> None:
     results.mkdir(parents=True, exist_ok=True)
     os.chmod(results, 0o755)  # the grader's alone to write, whatever runs as the job uid
-    outcome = grade_folder(exercise, submission)
-    # written beside, then renamed: the platform never reads half a file
+
+
+def write_results(results: Path, data: dict) -> None:
+    """``results/results.json``, written beside and renamed: the platform never reads half
+    a file."""
+    _results_folder(results)
     with tempfile.NamedTemporaryFile("w", dir=results, delete=False, suffix=".tmp") as fh:
-        fh.write(json.dumps(results_of(outcome), indent=2))
+        fh.write(json.dumps(data, indent=2))
     os.replace(fh.name, results / "results.json")
     os.chmod(results / "results.json", 0o644)
+
+
+def report(outcome: Outcome, results: Path, results_of: Callable[[Outcome], dict]) -> Outcome:
+    """The outcome as the platform's results.json, and in the log what staff must see."""
+    write_results(results, results_of(outcome))
+    if outcome.for_staff:
+        log.error("%s", outcome.for_staff)
     return outcome
 
 
-def main(module: str, root_env: str, default_root: str, run: Callable[[str, Path], int],
+def grade_into_results(exercise: str, submission: Path, results: Path,
+                       results_of: Callable[[Outcome], dict],
+                       params: dict[str, Any] | None = None) -> Outcome:
+    """Grade ``submission`` and write the platform's ``results/results.json``."""
+    _results_folder(results)  # before anything of the submission runs
+    return report(grade_folder(exercise, submission, params), results, results_of)
+
+
+def main(module: str, root_env: str, default_root: str, run: Callable[[str, Path], Outcome],
          argv: Sequence[str] | None = None) -> int:
     """``python -m graders.integrations.PLATFORM EXERCISE``: the platform's folder from
-    ``root_env`` (the tests lay out a temporary one) or its usual place."""
+    ``root_env`` (the tests lay out a temporary one) or its usual place. Exit status 0
+    once results.json is written, whatever it says (the module's docstring says why)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     p = argparse.ArgumentParser(prog=f"python -m {module}")
     p.add_argument("exercise")
     args = p.parse_args(argv)
-    return run(args.exercise, Path(os.environ.get(root_env, default_root)))
+    outcome = run(args.exercise, Path(os.environ.get(root_env, default_root)))
+    print(f"{outcome.kind}: results.json written", file=sys.stderr)
+    return 0
