@@ -582,13 +582,14 @@ class Grader:
                 except CallRefused as refused:
                     line = f" (line {refused.line} of your file)" if refused.line else ""
                     if refused.kind == "block_too_large":
-                        ctx.fail("block", f"{call.label} {refused.message}{line}")
+                        raise CheckFailed(Failure("block", f"{call.label} {refused.message}"
+                                                  f"{line}", line=refused.line)) from None
                     self._note_raise(check, call, refused)
-                    text = f"{call.label} raised {refused.message}{line}"
+                    failure = Failure("raised", f"{call.label} raised {refused.message}{line}",
+                                      line=refused.line)
                     if not refused.healthy:  # the device is broken: a fresh runner goes on
-                        raise _LaneLost(self._failed(check, ctx, Failure("raised", text)),
-                                        "crash") from None
-                    ctx.fail("raised", text)
+                        raise _LaneLost(self._failed(check, ctx, failure), "crash") from None
+                    raise CheckFailed(failure) from None
                 except RunnerCrashed as crash:
                     with self._lock:
                         self._raised.setdefault(check.name, crash)
@@ -602,7 +603,7 @@ class Grader:
             return CheckResult(check.name, True, "passed", check.points, check.points)
         except CheckFailed as failed:
             return CheckResult(check.name, False, self._message(check, ctx, failed.failure), 0.0,
-                               check.points, failed.failure.dump)
+                               check.points, failed.failure.dump, line=failed.failure.line)
         except (RunStopped, _LaneLost, _LaneStopped):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in trusted check code
@@ -611,7 +612,7 @@ class Grader:
 
     def _failed(self, check: CheckSpec, ctx: CaseContext, failure: Failure) -> CheckResult:
         return CheckResult(check.name, False, self._message(check, ctx, failure), 0.0,
-                           check.points)
+                           check.points, line=failure.line)
 
     def _note_raise(self, check: CheckSpec, call: Call, refused: CallRefused) -> None:
         """Keep what a raise would have ended the run with, worded as it was then."""

@@ -18,6 +18,7 @@ from .checker import applicable_checks, resolve_device
 from .params import ParamError, parse_cli
 from .registry import all_exercises, get_exercise
 from .formats import FORMATS, render_as
+from .formats.github import append_step_summary
 from .report import progress_line
 from .sandbox import SandboxUnavailable
 from .slots import Slot
@@ -302,6 +303,8 @@ def _grade(args: argparse.Namespace) -> int:
         print(flush=True)
     print(render_as(args.format, result, str(args.file),
                     slot={"healthy": slot.healthy, "problem": slot.problem}))
+    if args.format == "github":  # a score table on the run's page, where GitHub gives one
+        append_step_summary(result)
     if result.verdict is Verdict.PASSED:
         return EXIT_PASSED
     return EXIT_NOT_PASSED if result.verdict.about_submission else EXIT_USAGE

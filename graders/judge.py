@@ -36,6 +36,7 @@ class Failure:
     row: int | None = None
     dump: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    line: int | None = None  # the student's line, where the failure is a call that raised
 
 
 def json_float(value: float) -> float | str:

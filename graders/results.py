@@ -18,6 +18,7 @@ class CheckResult:
     max_points: float
     dump: dict[str, Any] | None = None
     ran: bool = True  # False when an earlier problem stopped the run before this check
+    line: int | None = None  # the student's line, where the failure has one (a raise)
 
     def to_json(self) -> dict[str, Any]:
         out = {"name": self.name, "passed": self.passed, "message": self.message,
@@ -26,6 +27,8 @@ class CheckResult:
             out["dump"] = self.dump
         if not self.ran:
             out["ran"] = False
+        if self.line is not None:
+            out["line"] = self.line
         return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 
@@ -118,6 +119,25 @@ def outcome(case) -> str:
     return "passed"
 
 
+def check_name(case) -> str:
+    """A check's case is named with the points it is worth, "poisoned_row [20 points]" (the
+    same name whatever it earned, so a reporter's history follows it): the name without."""
+    return case.get("name").split(" [")[0]
+
+
+def shown_points(case) -> tuple[str, str]:
+    """The points where a CI system's report shows them: what the check is worth in the
+    case's name, what it earned in its <system-out> (the common reporters do not show
+    <properties>)."""
+    named = re.fullmatch(r"(\w+) \[([0-9.]+) points\]", case.get("name"))
+    assert named, case.get("name")
+    name, max_points = named.groups()
+    earned = re.match(rf"{name}: ([0-9.]+)/{re.escape(max_points)} points: ",
+                      case.find("system-out").text)
+    assert earned, case.find("system-out").text
+    return earned.group(1), max_points
+
+
 def test_junit_for_a_passing_reference():
     run = grade(PASSING, "junit")
     assert run.returncode == 0, run.stderr
@@ -129,6 +149,10 @@ def test_junit_for_a_passing_reference():
         assert case.get("classname") == "safe_softmax"
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         assert props["points"] == props["max_points"] != "0"
+        assert shown_points(case) == (props["points"], props["max_points"])
+        assert case.find("system-out").text.endswith(" points: passed")
+        assert case.get("file") is None  # only a failed case points at the file
+    assert sum(float(shown_points(c)[0]) for c in cases) == 100
     suite_props = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert (suite_props["verdict"], suite_props["score"]) == ("passed", "100")
 
@@ -137,11 +161,18 @@ def test_junit_for_a_failing_mutant_names_the_failed_checks():
     run = grade(FAILING, "junit")
     assert run.returncode == 1, run.stderr
     suite = junit_of(run.stdout)
-    failed = {c.get("name"): c.find("failure") for c in suite.findall("testcase")
-              if outcome(c) == "failure"}
+    failed = {check_name(c): c for c in suite.findall("testcase") if outcome(c) == "failure"}
     assert set(failed) == {"poisoned_row", "underflow"}
-    assert "subtract the row max" in failed["poisoned_row"].get("message")
-    assert "got" in failed["poisoned_row"].text  # the worst row's table rides along
+    poisoned = failed["poisoned_row"]
+    assert poisoned.get("name") == "poisoned_row [20 points]"
+    assert failed["underflow"].get("name") == "underflow [10 points]"
+    assert "subtract the row max" in poisoned.find("failure").get("message")
+    assert "got" in poisoned.find("failure").text  # the worst row's table rides along
+    out = poisoned.find("system-out").text
+    assert out.startswith("poisoned_row: 0/20 points: row 1 is all NaN"), out
+    # each failed check points at the student's file; the grader knows no line for these
+    for case in failed.values():
+        assert (case.get("file"), case.get("line")) == (FAILING, None)
     assert suite.get("errors") == "0"
 
 
@@ -154,7 +185,10 @@ def test_junit_for_a_syntax_error_fails_the_suite_on_line_4():
     error_case = cases[-1]
     assert (error_case.get("name"), error_case.get("line")) == ("compile_error", "4")
     assert "IndentationError" in error_case.find("error").get("message")
+    assert error_case.find("system-out").text.startswith(
+        "compile_error: score 0/100: IndentationError")
     assert suite.get("errors") == "1"
+    assert all(shown_points(c)[0] == "0" for c in cases[:-1])  # skipped: no points
 
 
 def test_github_marks_the_syntax_error_on_its_file_and_line():
@@ -176,6 +210,26 @@ def test_github_gives_each_failed_check_an_error():
     assert errors[0].startswith(f"::error file={FAILING},title=safe_softmax%3A poisoned_row "
                                 "0/20::row 1 is all NaN")
     assert "title=safe_softmax%3A underflow 0/10::" in errors[1]
+
+
+def test_github_marks_a_raised_check_on_the_line_that_raised_and_adds_a_summary_row(
+        monkeypatch, tmp_path):
+    from graders.formats.github import append_step_summary, render_github
+
+    raised = CheckResult("long_rows", False, "softmax(2×100003 float32) raised RuntimeError: "
+                         "too wide (line 40 of your file)", 0.0, 15.0, line=40)
+    ok = CheckResult("random_rows", True, "passed", 85.0, 85.0)
+    result = GradeResult("safe_softmax", "triton", "cpu", Verdict.FAILED, 85.0, [ok, raised])
+    (error,) = [line for line in render_github(result, "mine.py").splitlines()
+                if line.startswith("::error")]
+    assert error.startswith("::error file=mine.py,line=40,title=safe_softmax%3A long_rows 0/15::")
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    append_step_summary(result)
+    append_step_summary(result)  # a second grading adds a row under the same header
+    row = "| safe_softmax | failed | 85/100 | long_rows (0/15) |\n"
+    assert summary.read_text() == ("| exercise | verdict | score | failed checks |\n"
+                                   "|---|---|---|---|\n" + row + row)
 
 
 def test_github_escapes_data_and_properties():
@@ -211,9 +265,56 @@ def test_junit_escapes_markup_and_drops_what_xml_cannot_hold():
     suite = junit_of(render_junit(result, "mine.py"))
     failure = suite.find("testcase/failure")
     assert failure.get("message") == 'a <b> & "c"\\x00\\x1b[31m'
+    assert suite.find("testcase/system-out").text == \
+        'random_rows: 0/15 points: a <b> & "c"\\x00\\x1b[31m'
+    # the message names no line: the failed check takes the run's
+    assert (suite.find("testcase").get("file"), suite.find("testcase").get("line")) == \
+        ("mine.py", "7")
     error_case = suite.findall("testcase")[-1]
     assert (error_case.get("name"), error_case.get("line")) == ("runtime_error", "7")
     assert suite.find("system-out").text == "printed\\x07\n"
+
+
+def test_junit_a_failed_check_names_the_file_and_its_line():
+    """A check whose call raised knows the student's line: its case carries that line; one
+    without takes the run's line, and without either only the file is given."""
+    raised = CheckResult("long_rows", False, "softmax(2×100003 float32) raised RuntimeError: "
+                         "too wide (line 40 of your file)", 0.0, 15.0, line=40)
+    wrong = CheckResult("poisoned_row", False, "row 1 is all NaN", 0.0, 20.0)
+    ok = CheckResult("random_rows", True, "passed", 15.0, 15.0)
+
+    def cases(line):
+        result = GradeResult("safe_softmax", "triton", "cpu", Verdict.FAILED, 15.0,
+                             [ok, raised, wrong], line=line)
+        return {check_name(c): c for c in junit_of(render_junit(result, "src/mine.py"))
+                .findall("testcase")}
+
+    without = cases(None)
+    assert [(c.get("file"), c.get("line")) for c in without.values()] == \
+        [(None, None), ("src/mine.py", "40"), ("src/mine.py", None)]
+    with_run_line = cases(12)
+    assert with_run_line["long_rows"].get("line") == "40"  # its own line comes first
+    assert with_run_line["poisoned_row"].get("line") == "12"
+    assert with_run_line["random_rows"].get("line") is None
+    assert shown_points(without["long_rows"]) == ("0", "15")
+    assert without["long_rows"].find("system-out").text.endswith("(line 40 of your file)")
+
+
+def test_junit_the_performance_case_shows_its_points_too():
+    """On a GPU the timed shapes are a case of their own, named with their points."""
+    ok = CheckResult("random_rows", True, "passed", 100.0, 100.0)
+
+    def perf_case(performance):
+        result = GradeResult("safe_softmax", "triton", "cuda", Verdict.PASSED, 137.5, [ok],
+                             performance=performance, max_score=200.0)
+        return junit_of(render_junit(result, "mine.py")).findall("testcase")[-1]
+
+    timed = perf_case({"fraction_of_copy": 0.375, "points": 37.5, "max_points": 100})
+    assert (timed.get("name"), outcome(timed)) == ("performance [100 points]", "passed")
+    assert timed.find("system-out").text == "performance: 37.5/100 points"
+    skipped = perf_case({"skipped": "a check failed", "points": 0, "max_points": 100})
+    assert (skipped.get("name"), outcome(skipped)) == ("performance [100 points]", "skipped")
+    assert skipped.find("system-out").text == "performance: 0/100 points: a check failed"
 
 
 def test_json_is_the_same_as_format_json_and_they_cannot_disagree():

@@ -4,7 +4,8 @@
 pull request and the run's summary; `::notice` gives the verdict and score. Then the full
 text report follows in a collapsed group, with workflow commands switched off around it:
 the report quotes what the student's program printed, and a printed `::` line must not
-become a command.
+become a command. Where GitHub gives a step summary file (``$GITHUB_STEP_SUMMARY``), the CLI
+appends the grading's row of a score table to it (``summary_row``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def render_github(result: GradeResult, file: str) -> str:
         lines.append(command("error", run_error, file=path, line=result.line,
                              title=f"{result.exercise}: {result.verdict.value}"))
     for check in failed:
-        lines.append(command("error", check.message, file=path, line=result.line,
+        lines.append(command("error", check.message, file=path, line=check.line or result.line,
                              title=f"{result.exercise}: {check.name} "
                                    f"{check.points:g}/{check.max_points:g}"))
     passed = sum(1 for c in result.checks if c.passed)
@@ -65,3 +66,28 @@ def annotation_path(file: str) -> str:
         if not relative.startswith(".."):
             path = relative
     return path.replace(os.sep, "/")
+
+
+SUMMARY_HEADER = "| exercise | verdict | score | failed checks |\n|---|---|---|---|\n"
+
+
+def summary_row(result: GradeResult) -> str:
+    """The grading as a row of the run's score table (markdown), under its header when it
+    is the summary's first: the exercise, the verdict, the score, what failed."""
+    failed = [f"{c.name} ({c.points:g}/{c.max_points:g})" for c in result.checks
+              if c.ran and not c.passed]
+    why = (result.run_error() or "none").splitlines()[0][:160]
+    cells = [result.exercise, result.verdict.value, f"{result.score:g}/{result.max_score:g}",
+             ", ".join(failed) or why]
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |\n"
+
+
+def append_step_summary(result: GradeResult) -> None:
+    """Add the grading's row to GitHub's step summary, when the run has one."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as summary:
+        if summary.tell() == 0:
+            summary.write(SUMMARY_HEADER)
+        summary.write(summary_row(result))

@@ -4,6 +4,14 @@ One <testsuite> per grading (named after the exercise), one <testcase> per check
 that did not run is <skipped>. A verdict that ended the run (compile_error, timeout, …) is
 an extra <testcase> named after the verdict that carries an <error>: a report whose checks
 were all skipped would otherwise read as green.
+
+The points are where CI systems show them: the common reporters (GitHub's test-report
+actions, GitLab, Jenkins) show a case's name, its outcome and message and its <system-out>,
+but not <properties>. So a check's case is named with the points it is worth
+("poisoned_row [20 points]": a name that stays the same from run to run, so a reporter's
+history follows the check), and its <system-out> says what it earned with the check's
+message; the properties stay, for tools that read them. A failed case names the student's
+file and, where the grader knows one, the line (`file`, `line`), as the verdict's case does.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ def _suite(result: GradeResult, file: str) -> ET.Element:
                 sandboxed=str(result.sandboxed).lower(), grader_version=result.grader_version)
     seconds = result.phases.get("checks", {})
     for check in result.checks:
-        suite.append(_check_case(result.exercise, check, seconds.get(check.name, 0.0)))
+        suite.append(_check_case(result, check, file, seconds.get(check.name, 0.0)))
     if result.performance:
         suite.append(_performance_case(result.exercise, result.performance))
     if (run_error := result.run_error()) is not None:  # failed checks are cases of their own
@@ -53,30 +61,41 @@ def _suite(result: GradeResult, file: str) -> ET.Element:
     return suite
 
 
-def _check_case(exercise: str, check: CheckResult, seconds: float) -> ET.Element:
-    case = ET.Element("testcase", {"classname": exercise, "name": check.name,
+def _check_case(result: GradeResult, check: CheckResult, file: str,
+                seconds: float) -> ET.Element:
+    points = f"{_num(check.points)}/{_num(check.max_points)} points"
+    case = ET.Element("testcase", {"classname": result.exercise,
+                                   "name": f"{check.name} [{_num(check.max_points)} points]",
                                    "time": f"{seconds:.3f}"})
     _properties(case, points=_num(check.points), max_points=_num(check.max_points))
     if not check.ran:
         ET.SubElement(case, "skipped", {"message": _text(check.message)})
     elif not check.passed:
+        case.set("file", file)
+        if (line := check.line or result.line) is not None:
+            case.set("line", str(line))
         body = [check.message]
         if check.dump:
             body.extend(dump_table(check.dump))
         failure = ET.SubElement(case, "failure", {"message": _text(check.message),
                                                   "type": "check_failed"})
         failure.text = _text("\n".join(body))
+    ET.SubElement(case, "system-out").text = _text(f"{check.name}: {points}: {check.message}")
     return case
 
 
 def _performance_case(exercise: str, perf: dict) -> ET.Element:
     """On a GPU the timed shapes earn points of their own: a case, so the total adds up."""
-    case = ET.Element("testcase", {"classname": exercise, "name": "performance",
+    points = f"{_num(perf.get('points', 0))}/{_num(perf.get('max_points', 0))} points"
+    case = ET.Element("testcase", {"classname": exercise,
+                                   "name": f"performance [{_num(perf.get('max_points', 0))} points]",
                                    "time": "0.000"})
     _properties(case, points=_num(perf.get("points", 0)),
                 max_points=_num(perf.get("max_points", 0)))
     if "skipped" in perf:
         ET.SubElement(case, "skipped", {"message": _text(str(perf["skipped"]))})
+    said = f": {perf['skipped']}" if "skipped" in perf else ""
+    ET.SubElement(case, "system-out").text = _text(f"performance: {points}{said}")
     return case
 
 
@@ -89,6 +108,9 @@ def _verdict_case(result: GradeResult, file: str, message: str) -> ET.Element:
     error = ET.SubElement(case, "error", {"message": _text(message),
                                           "type": result.verdict.value})
     error.text = _text(message)
+    ET.SubElement(case, "system-out").text = _text(
+        f"{result.verdict.value}: score {_num(result.score)}/{_num(result.max_score)}: "
+        f"{message}")
     return case
 
 
