@@ -74,7 +74,8 @@ def dump_table(dump: dict) -> list[str]:
 
 
 def progress_line(check: CheckResult, started: float) -> str:
-    """One line as a check finishes (the CLI on a terminal): mark, name, points, time."""
+    """One line as a check finishes (the CLI on a terminal): mark, name, points, and when
+    it finished since the grading began (checks run side by side: not its own time)."""
     mark = "PASS" if check.passed else "FAIL"
     return (f"  {mark}  {check.name}  {check.points:.4g}/{check.max_points:.4g}  "
-            f"[{time.monotonic() - started:.1f} s]")
+            f"[done at {time.monotonic() - started:.1f} s]")

@@ -1,5 +1,11 @@
 // The submission editor: line numbers, and Tab that indents (Esc, then Tab, leaves it).
 (function () {
+  // A refused submission comes back with its reason, at #submit-error (the form's action
+  // names it, so the browser scrolls there and focuses it); reached any other way, the
+  // reason still takes the focus, so that on a phone it is on screen and read out.
+  const refused = document.getElementById("submit-error");
+  if (refused && location.hash !== "#submit-error") refused.focus();
+
   const area = document.getElementById("source");
   if (!area) return;
   const gutter = area.parentElement.querySelector(".gutter");

@@ -1,0 +1,76 @@
+"""The submit flow on a phone, the editor's size, and the row dump's labels (issue 25).
+
+On a 390 px phone the statement runs about 5,600 px before the form: a refused submission
+came back at the top with its reason thousands of pixels below, and a long file grew the
+editor past 4,500 px. These drive Debian's Chromium as a student would.
+"""
+
+from conftest import mutant_file
+from graders.report import progress_line
+from graders.results import CheckResult
+from test_web_ui import _api_graded, _api_students, browser, server, shot, sign_in  # noqa: F401
+
+PHONE = {"width": 390, "height": 844}
+
+
+def test_a_refused_submission_on_a_phone_shows_its_reason_on_screen_and_focused(
+        server, browser):  # noqa: F811
+    token = _api_students(server, "thumbs")["thumbs"]
+    page = sign_in(browser, server, token, viewport=PHONE)
+    page.goto(f"{server}/exercises/safe_softmax")
+    # a way to the form on the first screen, which leads there
+    jump = page.get_by_role("link", name="Go to the submit form")
+    assert jump.bounding_box()["y"] < PHONE["height"]
+    jump.click()
+    editor = page.locator("#source").bounding_box()
+    assert 0 <= editor["y"] < PHONE["height"], editor
+    # an empty editor is refused: the page opens at the form, on its reason, focused
+    page.locator("#source").fill("")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Submit for grading").click()
+    error = page.locator("#submit-error")
+    box = error.bounding_box()
+    shot(page, "phone-refused-submission")
+    assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= PHONE["height"], box
+    assert page.evaluate("document.activeElement.id") == "submit-error"
+    assert "empty" in error.inner_text()
+
+
+def test_the_editor_keeps_its_height_and_scrolls_inside(server, browser):  # noqa: F811
+    token = _api_students(server, "longfile")["longfile"]
+    page = sign_in(browser, server, token, viewport=PHONE)
+    page.goto(f"{server}/exercises/safe_softmax")
+    long_file = "\n".join(f"x{i} = {i}" for i in range(241))
+    page.locator("#source").fill(long_file)
+    page.locator("#source").dispatch_event("input")
+    editor = page.locator(".editor").bounding_box()
+    submit = page.get_by_role("button", name="Submit for grading").bounding_box()
+    assert editor["height"] <= 0.75 * PHONE["height"], editor  # 4,559 px before
+    assert submit["y"] - editor["y"] < editor["height"] + 250, (editor, submit)
+    # the line numbers scroll with the code: the last line's number is in view at the end
+    page.locator("#source").evaluate("a => { a.scrollTop = a.scrollHeight; "
+                                     "a.dispatchEvent(new Event('scroll')); }")
+    gutter_top = page.locator(".editor .gutter").evaluate("g => g.scrollTop")
+    assert gutter_top > 0
+    shot(page, "phone-long-file")
+
+
+def test_the_dump_keeps_its_labels_narrow_and_in_view(server, browser):  # noqa: F811
+    token = _api_students(server, "dumps")["dumps"]
+    failed = _api_graded(server, token, mutant_file("safe_softmax", "naive_unsafe_exp"))
+    page = sign_in(browser, server, token, viewport=PHONE)
+    page.goto(f"{server}/submissions/{failed}")
+    dump = page.locator("table.dump").first
+    label = dump.locator("th").first.bounding_box()
+    table = dump.bounding_box()
+    assert label["width"] < 0.3 * table["width"], (label, table)  # not the checks' 50 %
+    dump.evaluate("t => { t.closest('.scroll').scrollLeft = 10000; }")
+    after = dump.locator("tbody th").first.bounding_box()
+    box = dump.evaluate("t => t.closest('.scroll').getBoundingClientRect().left")
+    assert abs(after["x"] - box) < 2, (after, box)  # the labels stay while values scroll
+    shot(page, "phone-dump-scrolled")
+
+
+def test_the_cli_progress_says_when_a_check_finished_not_how_long_it_took():
+    line = progress_line(CheckResult("random_rows", True, "passed", 15.0, 15.0), 0.0)
+    assert line.startswith("  PASS  random_rows  15/15  [done at ") and line.endswith(" s]")
