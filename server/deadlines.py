@@ -27,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from .api.common import readable
 from .graders_client import ExerciseInfo
 from .models import USERNAME_PATTERN, Extension, Role, Submission, User, as_utc, utcnow
 from .settings import Settings
@@ -43,6 +44,10 @@ class Unaccepted(Exception):
 
     status: int
     detail: str
+    page_detail: str = ""  # the same as a page says it, when it names a time (readable())
+
+    def on_page(self) -> str:
+        return self.page_detail or self.detail
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,11 @@ def remark(db: Session, user_id: int, exercise: str, deadline: datetime | None) 
     return changed
 
 
+def _not_later(course: str) -> str:
+    return (f"an extension must be later than the course deadline ({course}); to take one "
+            "back, remove it")
+
+
 def grant(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo], username: str,
           exercise_name: str, deadline: datetime, note: str, by: User) -> tuple[Extension, int]:
     """Give (or replace) one student's extension; re-mark their submissions. Returns it and
@@ -174,8 +184,8 @@ def grant(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo], u
     if course is None:
         raise Unaccepted(422, f"{exercise.name} has no deadline: there is nothing to extend")
     if deadline <= course:
-        raise Unaccepted(422, f"an extension must be later than the course deadline "
-                              f"({course.isoformat()}); to take one back, remove it")
+        # the API names the time as it takes times (ISO 8601); the page as it shows them
+        raise Unaccepted(422, _not_later(course.isoformat()), _not_later(readable(course)))
     fields = {"deadline": deadline, "note": note, "granted_by": by.id, "granted_at": utcnow()}
     for attempt in (1, 2):  # a grant racing another for the same student inserts once
         extension = _extension(db, user.id, exercise.name)

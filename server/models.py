@@ -15,8 +15,10 @@ def utcnow() -> datetime:
 
 
 def as_utc(value: datetime) -> datetime:
-    """SQLite gives back naive datetimes; every time stored here is UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    """SQLite gives back naive datetimes; every time stored here is UTC. PostgreSQL gives
+    them in its session's timezone, which need not be UTC: converted, so that every time
+    the server writes (pages, JSON, CSV) reads +00:00 alike."""
+    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 class Base(DeclarativeBase):

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import PurePath
 
-from sqlalchemy import event, func, select, update
+from sqlalchemy import event, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from graders.vocabulary import LANGUAGE_BY_SUFFIX
 
-from .api.common import iso
+from .api.common import NOT_SCORED, iso
 from .api.validation import nul_line
 from .deadlines import deadline_for, is_late
 from .graders_client import ExerciseInfo
@@ -35,6 +35,7 @@ class Refused(Exception):
     status: int
     detail: str
     headers: dict[str, str] = field(default_factory=dict)
+    in_flight: int | None = None  # the student's submission still being graded, if that is why
 
 
 def _retry_after(seconds: float) -> dict[str, str]:
@@ -73,11 +74,13 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
     now = datetime.now(timezone.utc)
     if user.role is Role.STUDENT:
         mine = select(Submission).where(Submission.user_id == user.id)
-        in_flight = db.scalar(select(func.count()).select_from(
-            mine.where(own_work_in_flight()).subquery()))
-        if in_flight >= settings.max_in_flight_per_student:
-            raise Refused(429, "you already have a submission being graded: wait for it",
-                          _retry_after(10))
+        in_flight = db.scalars(select(Submission.id).where(
+            Submission.user_id == user.id, own_work_in_flight())
+            .order_by(Submission.id.desc())).all()  # the newest first: the one to link
+        if len(in_flight) >= settings.max_in_flight_per_student:
+            raise Refused(429, "you already have a submission being graded: wait for it to "
+                               f"finish (submission {in_flight[0]})", _retry_after(10),
+                          in_flight=in_flight[0])
         recent = db.scalars(mine.where(Submission.created_at > now - timedelta(hours=1))
                             .order_by(Submission.created_at)).all()
         if len(recent) >= settings.submissions_per_hour:
@@ -141,6 +144,11 @@ def on_the_board():
         (Submission.status == Status.RUNNING) & Submission.regrade_pending)
 
 
+def scored():
+    """A grade that is a score: not a verdict that gives none (HIP only compiled)."""
+    return or_(Submission.verdict.is_(None), Submission.verdict.not_in(sorted(NOT_SCORED)))
+
+
 def own_work_in_flight():
     """A student's own work still to be graded (a regrade is the instructor's)."""
     return (Submission.status == Status.QUEUED) | (
@@ -201,9 +209,9 @@ def _order(columns, policy: str) -> tuple:
 
 def _ranked(exercise: str, policy: str):
     """Each student's counted submissions, numbered best first (``place`` 1 counts): read by
-    the board's index, never a source. Flagged submissions never count."""
+    the board's index, never a source. Flagged submissions never count, nor unscored ones."""
     counted = [Submission.exercise == exercise, on_the_board(), User.role == Role.STUDENT,
-               Submission.flag == Flag.NONE]
+               Submission.flag == Flag.NONE, scored()]
     if policy == "on_time_only":
         counted.append(Submission.late.is_(False))
     return (select(Submission.id, Submission.user_id, Submission.score, Submission.late,
@@ -255,3 +263,14 @@ def flagged_per_student(db: Session, exercise: str) -> dict[int, list[Submission
                         .order_by(Submission.id)):
         flagged.setdefault(s.user_id, []).append(s)
     return flagged
+
+
+def not_scored_per_student(db: Session, exercise: str) -> dict[int, list[Submission]]:
+    """The graded submissions of each student that have no score (HIP only compiled,
+    without a GPU): the CSV names them, so that such work is not read as a 0 or missed."""
+    unscored: dict[int, list[Submission]] = {}
+    for s in db.scalars(select(Submission).where(Submission.exercise == exercise,
+                                                 ~scored(), on_the_board())
+                        .order_by(Submission.id)):
+        unscored.setdefault(s.user_id, []).append(s)
+    return unscored

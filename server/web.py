@@ -26,18 +26,18 @@ from markupsafe import Markup
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from graders.vocabulary import LANGUAGE_BY_SUFFIX
+from graders.vocabulary import LANGUAGE_BY_SUFFIX, Verdict
 
 from . import csrf
-from .api.admin import _upsert, csv_cell, roster_from_csv
-from .api.common import exercise_or_error, iso, own_submission
+from .api.admin import BOM, UTF8, WINDOWS_1252, _upsert, csv_cell, roster_from_csv, roster_text
+from .api.common import NOT_SCORED, exercise_or_error, iso, own_submission, readable
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
 from .models import Flag, Role, Submission, User, as_utc
 from .progress import progress_of
 from .deadlines import all_extensions, deadline_for, deadlines_for
 from .services import (LATE_POLICIES, Refused, accept_submission,
-                       leaderboard, own_work_in_flight, requeue, submissions_query)
+                       leaderboard, requeue, submissions_query)
 from .settings import REPO_ROOT
 from .student_params import params_for
 
@@ -52,9 +52,7 @@ def _when(value: datetime | None) -> Markup:
     """A time people read (UTC, to the minute) in a <time> that machines read."""
     if value is None:
         return Markup("")
-    value = as_utc(value)
-    return Markup('<time datetime="{}">{}</time>').format(value.isoformat(),
-                                                          value.strftime("%Y-%m-%d %H:%M UTC"))
+    return Markup('<time datetime="{}">{}</time>').format(iso(value), readable(value))
 
 
 def _in_words(seconds: float) -> str:
@@ -75,9 +73,43 @@ def _due(deadline: datetime) -> Markup:
         _when(deadline), _in_words(-left))
 
 
+# why a verdict gives no score, said where its score would be (api/common.py's NOT_SCORED)
+NOT_SCORED_WHY = {Verdict.COMPILED.value: "HIP is graded on a GPU, and this server graded it "
+                                          "on the CPU, so the file was only compiled; nothing "
+                                          "was run or scored"}
+assert set(NOT_SCORED_WHY) == NOT_SCORED
+
+
+def _score_text(verdict: str | None, score: float | None) -> str:
+    """A submission's score in a list: blank before it has one, and "not scored here" for
+    a verdict that gives none (never a 0 that nobody earned)."""
+    if verdict in NOT_SCORED:
+        return "not scored here"
+    return "" if score is None else f"{score:g}"
+
+
+# where a result was graded, when its grader named no device
+DEVICE_WORDS = {"cpu": "graded on the CPU", "cuda": "graded on a GPU"}
+
+
+def _run_summary(result: dict) -> str:
+    """The line under a verdict: where it was graded, and for how long when anything ran.
+    A file that did not compile ran nothing ("cpu · 0.0 s" said nothing true)."""
+    device = result.get("device") or ""
+    parts = [result.get("device_name") or DEVICE_WORDS.get(device, device)]
+    ran = result.get("verdict") in NOT_SCORED or any(
+        c.get("ran", True) for c in result.get("checks") or [])
+    seconds = result.get("duration_s") or 0
+    if ran and seconds >= 0.05:
+        parts.append(f"{seconds:.1f}\u00a0s")  # a number never parted from its unit
+    return " · ".join(p for p in parts if p)
+
+
 templates.env.filters["when"] = _when
 templates.env.filters["due"] = _due
 templates.env.tests["nonfinite"] = lambda v: isinstance(v, str)  # dumps write NaN/inf as text
+templates.env.globals.update(score_text=_score_text, run_summary=_run_summary,
+                             not_scored_why=NOT_SCORED_WHY)
 
 router = APIRouter(include_in_schema=False)
 
@@ -136,8 +168,11 @@ def home():
 
 
 @router.get("/signin", response_class=HTMLResponse)
-def signin_page(request: Request, next: str = "", user: User | None = Depends(viewer)):
-    return render(request, "signin.html", user, next=own_path(next, ""))
+def signin_page(request: Request, next: str = "", signed_out: str = "",
+                user: User | None = Depends(viewer)):
+    # after signing out, the page says so (it looked as if nothing had happened)
+    return render(request, "signin.html", user, next=own_path(next, ""),
+                  notice="You are signed out." if signed_out and user is None else "")
 
 
 @router.post("/signin", dependencies=[Depends(csrf.check_form)])
@@ -156,7 +191,7 @@ def signin(request: Request, token: str = Form(""), next: str = Form(""),
 @router.post("/signout", dependencies=[Depends(csrf.check_form)])
 def signout(request: Request, db: Session = Depends(get_db)):
     end_session(db, request.cookies.get(COOKIE))  # the cookie is worthless from now on
-    response = RedirectResponse("/signin", status_code=303)
+    response = RedirectResponse("/signin?signed_out=1", status_code=303)
     response.delete_cookie(COOKIE)
     return response
 
@@ -238,14 +273,30 @@ async def submit_page(name: str, request: Request, source: str = Form(""),
                 source = raw.decode("utf-8")
             except UnicodeDecodeError:
                 pass
-        in_flight = db.scalar(select(Submission.id).where(
-            Submission.user_id == user.id, own_work_in_flight()).order_by(Submission.id.desc())
-            .limit(1)) if refused.status == 429 else None
-        return _exercise_page(request, db, user, exercise, refused.status, error=refused.detail,
-                              source=source, language=language or exercise.languages[0],
-                              in_flight=in_flight)
+        return _exercise_page(request, db, user, exercise, refused.status,
+                              error=_refusal_text(refused), source=source,
+                              language=language or exercise.languages[0])
     request.app.state.dispatcher.notify()
     return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
+
+
+def _refusal_text(refused: Refused) -> Markup:
+    """A refusal as the page says it: a sentence, with a link to the submission that is
+    still being graded when that is the reason."""
+    if refused.in_flight is not None:
+        return Markup('You already have a submission being graded: wait for it to finish '
+                      '(<a href="/submissions/{0}">see submission {0}</a>).'
+                      ).format(refused.in_flight)
+    return Markup.escape(_sentence(refused.detail))
+
+
+def _sentence(text: str) -> str:
+    """The API's reasons are clauses ("the source is empty"); a page writes sentences. A
+    first word that is a name ("safe_softmax accepts …") keeps its case."""
+    first = text.split(" ", 1)[0]
+    if first.isalpha() and first.islower():
+        text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 # -- submissions ----------------------------------------------------------------------------
@@ -306,7 +357,20 @@ def my_page(request: Request, user: User = Depends(signed_in), db: Session = Dep
     grouped: dict[str, list[Submission]] = {}
     for s in rows:
         grouped.setdefault(s.exercise, []).append(s)
-    return render(request, "mine.html", user, grouped=grouped)
+    return render(request, "mine.html", user, grouped=grouped,
+                  pairs={name: _latest_pair(subs) for name, subs in grouped.items()})
+
+
+def _latest_pair(rows: list[Submission]) -> tuple[int, int] | None:
+    """What "show the changes" compares at first (rows newest first): the latest two
+    attempts in one language, older first; a HIP file against a Python file says nothing.
+    None when no language has two (then the two newest)."""
+    newest: dict[str, int] = {}
+    for s in rows:
+        if s.language in newest:
+            return s.id, newest[s.language]
+        newest[s.language] = s.id
+    return None
 
 
 @router.get("/leaderboard", response_class=HTMLResponse)
@@ -335,17 +399,30 @@ def admin_page(request: Request, exercise: str = "", student: str = "", verdict:
                                       "verdict": verdict})
 
 
+FILTERS = ("exercise", "student", "verdict")
+
+
 def _admin(request: Request, user: User, db: Session, filters: dict[str, str] | None = None,
            status: int = 200, **extra: Any) -> HTMLResponse:
-    filters = filters or {"exercise": "", "student": "", "verdict": ""}
+    """The instructor page; a form it refused shows it again as it was, with the filters of
+    the page that posted (``filters`` None) and what was typed (``extra``'s *_form)."""
+    filters = filters if filters is not None else _filters_posted_from(request)
     rows = db.scalars(submissions_query(**filters).limit(500)).all()
     students = db.scalars(select(User).where(User.role == Role.STUDENT)
                           .order_by(User.username)).all()
     return render(request, "admin.html", user, status, rows=rows, students=students,
                   exercises=request.app.state.exercises, filters=filters,
+                  verdicts=[v.value for v in Verdict],  # the graders' own list: none missing
                   notice=notice_from(request), extensions=all_extensions(
                       db, request.app.state.settings, request.app.state.exercises),
                   late_policy=LATE_POLICIES[request.app.state.settings.late_policy], **extra)
+
+
+def _filters_posted_from(request: Request) -> dict[str, str]:
+    """The filters of the /admin page whose form was posted (its Referer, when ours)."""
+    parts = urlsplit(back_to(request, "/admin"))
+    query = dict(parse_qsl(parts.query)) if parts.path == "/admin" else {}
+    return {name: query.get(name, "")[:64] for name in FILTERS}
 
 
 @router.get("/admin/source/{submission_id}", response_class=HTMLResponse)
@@ -362,13 +439,17 @@ def admin_regrade(request: Request, submission_id: int | None = Form(None, ge=1,
                   exercise: str = Form(""), confirm: str = Form(""),
                   user: User = Depends(instructor_page),
                   db: Session = Depends(get_db)):
+    if submission_id and db.get(Submission, submission_id) is None:
+        return _admin(request, user, db, status=404, submissions_error=(
+            f"No submission {submission_id}: nothing was regraded."))
     if not submission_id:
+        typed = {"regrade_form": {"exercise": exercise, "confirm": confirm}}  # shown again
         if exercise not in request.app.state.exercises:
             return _admin(request, user, db, status=422,
-                          regrade_error="Choose the exercise to regrade.")
+                          regrade_error="Choose the exercise to regrade.", **typed)
         if confirm != "yes":
-            return _admin(request, user, db, status=422, regrade_error=f"To regrade every submission of {exercise}, "
-                                             "tick the box that says so.")
+            return _admin(request, user, db, status=422, **typed, regrade_error=(
+                f"To regrade every submission of {exercise}, tick the box that says so."))
     count = requeue(db, submission_id, None if submission_id else exercise)
     request.app.state.dispatcher.notify()
     what = f"submission {submission_id}" if submission_id else f"all of {exercise}"
@@ -419,8 +500,9 @@ def admin_flag(request: Request, submission_id: int = Form(..., ge=1, le=MAX_ID)
                flag: FlagName = Form(...),
                user: User = Depends(instructor_page), db: Session = Depends(get_db)):
     s = db.get(Submission, submission_id)
-    if s is None:
-        raise HTTPException(404, f"no submission {submission_id}")
+    if s is None:  # the instructor page again, as it was, not a bare error page
+        return _admin(request, user, db, status=404, submissions_error=(
+            f"No submission {submission_id}: nothing was flagged."))
     s.flag = Flag(flag)
     db.commit()
     return RedirectResponse(_with_notice(back_to(request, "/admin"), "flagged", str(s.id),
@@ -433,33 +515,41 @@ ROSTER_SHOWN_FOR_S = 600  # a roster's tokens wait this long for their one showi
 @router.post("/admin/roster", response_class=HTMLResponse,
              dependencies=[Depends(csrf.check_form)])
 async def admin_roster(request: Request, file: UploadFile | None = None,
-                       user: User = Depends(instructor_page), db: Session = Depends(get_db)):
+                       text: str = Form(""), user: User = Depends(instructor_page),
+                       db: Session = Depends(get_db)):
     """Issues the tokens, then redirects to a page that shows them once: reloading that page
-    must not post the roster again (every student would silently get a new token)."""
-    error, issued = "", None
-    if file is None or not file.filename:
-        error = "Choose a CSV file with a header row: username,display_name"
-    else:
-        try:
-            roster = roster_from_csv((await file.read()).decode("utf-8-sig")).students
-            issued = _upsert(db, roster)
-        except (ValueError, HTTPException) as exc:
-            error = f"That roster was not accepted: {getattr(exc, 'detail', exc)}"
-    if error:
-        return _admin(request, user, db, status=422, roster_error=error)
+    must not post the roster again (every student would silently get a new token).
+
+    The roster is a CSV file or its text pasted. A browser cannot be handed a file back, so
+    a refused roster comes back as text in the paste box, to be corrected there."""
+    uploaded = file is not None and bool(file.filename)
+    if not uploaded and not text.strip():
+        return _admin(request, user, db, status=422, roster_error=(
+            "Choose a CSV file with a header row username,display_name, or paste its lines."))
+    encoding, which = UTF8, ""
+    try:
+        if uploaded:
+            which = f" ({PurePath(file.filename).name})"
+            text, encoding = roster_text(await file.read())
+        issued = _upsert(db, roster_from_csv(text).students)
+    except (ValueError, HTTPException) as exc:
+        db.rollback()  # students added before the bad line are not shown, nor kept
+        return _admin(request, user, db, status=422, roster_text=text,
+                      roster_error=_sentence(f"That roster was not accepted{which}: "
+                                             f"{getattr(exc, 'detail', exc)}"))
     key = secrets.token_urlsafe(16)
     waiting = request.app.state.issued_rosters
     now = time.monotonic()
-    for old in [k for k, (at, _) in waiting.items() if now - at > ROSTER_SHOWN_FOR_S]:
+    for old in [k for k, (at, *_) in waiting.items() if now - at > ROSTER_SHOWN_FOR_S]:
         del waiting[old]
-    waiting[key] = (now, issued)
+    waiting[key] = (now, issued, encoding)
     return RedirectResponse(f"/admin/roster/{key}", status_code=303)
 
 
 @router.get("/admin/roster/{key}", response_class=HTMLResponse)
 def admin_roster_tokens(key: str, request: Request, user: User = Depends(instructor_page)):
     """The tokens of one upload, shown once, with a CSV to download; gone on reload."""
-    at, issued = request.app.state.issued_rosters.pop(key, (0.0, None))
+    at, issued, encoding = request.app.state.issued_rosters.pop(key, (0.0, None, UTF8))
     if issued is not None and time.monotonic() - at > ROSTER_SHOWN_FOR_S:
         issued = None
     csv_text = None
@@ -469,9 +559,9 @@ def admin_roster_tokens(key: str, request: Request, user: User = Depends(instruc
         writer.writerow(["username", "display_name", "token"])
         writer.writerows([t["username"], csv_cell(t["display_name"]), t["token"]]
                          for t in issued)
-        csv_text = buffer.getvalue()
+        csv_text = BOM + buffer.getvalue()  # so that Excel reads it as UTF-8 (api/admin.py)
     return render(request, "roster.html", user, 200 if issued else 410, issued=issued,
-                  csv_text=csv_text)
+                  csv_text=csv_text, read_as_windows_1252=encoding == WINDOWS_1252)
 
 
 # -- the GB/s chart of a GPU result --------------------------------------------------------

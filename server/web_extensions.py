@@ -21,7 +21,8 @@ router = APIRouter(include_in_schema=False)
 def admin_grant(request: Request, username: str = Form(""), exercise: str = Form(""),
                 deadline: str = Form(""), note: str = Form(""),
                 user: User = Depends(instructor_page), db: Session = Depends(get_db)):
-    """The page's deadline field is a datetime-local one labelled UTC: read as UTC."""
+    """The page's deadline field is a datetime-local one labelled UTC: read as UTC. A
+    refused grant shows the form again as it was typed."""
     state = request.app.state
     try:
         if not (username and exercise and deadline):
@@ -32,7 +33,9 @@ def admin_grant(request: Request, username: str = Form(""), exercise: str = Form
     except Unaccepted as refused:
         db.rollback()
         return _admin(request, user, db, status=refused.status,
-                      extension_error=f"No extension granted: {refused.detail}.")
+                      extension_error=f"No extension granted: {refused.on_page()}.",
+                      extension_form={"username": username, "exercise": exercise,
+                                      "deadline": deadline, "note": note})
     return RedirectResponse(_with_notice("/admin", "extended", f"{username} for {exercise}",
                                          changed), status_code=303)
 
@@ -46,6 +49,6 @@ def admin_revoke(request: Request, username: str = Form(""), exercise: str = For
     except Unaccepted as refused:
         db.rollback()
         return _admin(request, user, db, status=refused.status,
-                      extension_error=f"Nothing removed: {refused.detail}.")
+                      extension_error=f"Nothing removed: {refused.on_page()}.")
     return RedirectResponse(_with_notice("/admin", "unextended", f"{username} for {exercise}",
                                          changed), status_code=303)

@@ -2,14 +2,12 @@
 late marks, and nobody else's, on submission, in the API, on the pages, the board and the
 CSV; granting or removing one re-marks the work already in."""
 
-import csv
-import io
 import re
 
 import pytest
 
-from test_server_api import ADMIN, NoDispatch, _graded, add_students, auth, running, submit, \
-    wait_done
+from test_server_api import ADMIN, NoDispatch, _graded, add_students, auth, grades_csv, running, \
+    submit, wait_done
 from test_web_pages import sign_in
 
 PAST = {"safe_softmax": "2020-01-01T00:00:00+00:00"}  # the course deadline: long gone
@@ -17,8 +15,7 @@ LATER = "2099-06-30T12:00:00+00:00"
 
 
 def grades(client) -> dict[tuple[str, str], dict]:
-    text = client.get("/api/admin/export.csv", headers=auth(ADMIN)).text
-    return {(r["username"], r["exercise"]): r for r in csv.DictReader(io.StringIO(text))}
+    return {(r["username"], r["exercise"]): r for r in grades_csv(client)}
 
 
 def grant(client, username="ada", exercise="safe_softmax", deadline=LATER, **more):

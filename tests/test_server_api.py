@@ -62,6 +62,13 @@ def submit(client, token, source=PASS, exercise="safe_softmax", filename="k.py")
                                        else source)})
 
 
+def grades_csv(client) -> list[dict[str, str]]:
+    """The grades CSV's rows; it opens with a UTF-8 byte-order mark (for Excel)."""
+    raw = client.get("/api/admin/export.csv", headers=auth(ADMIN)).content
+    assert raw.startswith(b"\xef\xbb\xbf"), raw[:20]
+    return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"))))
+
+
 def wait_done(client, token, sid, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -276,7 +283,7 @@ def test_instructor_roster_regrade_flag_and_export(database_url):
 
         export = client.get("/api/admin/export.csv", headers=auth(ADMIN))
         assert export.headers["content-type"].startswith("text/csv")
-        rows = list(csv.DictReader(io.StringIO(export.text)))
+        rows = grades_csv(client)
         # every student and exercise (issue 14): ada's only graded work is flagged, and
         # the CSV says so instead of dropping her
         safe = [(r["username"], r["best_score"], r["late"], r["flagged"]) for r in rows
@@ -342,8 +349,7 @@ def test_regrade_all_keeps_the_board_and_the_csv_and_leaves_students_room(databa
         board = client.get("/api/leaderboard/safe_softmax").json()["entries"]
         assert [(e["display_name"], e["score"]) for e in board] == [
             ("Ada", 90.0), ("Bob", 80.0), ("Cy", 70.0)]
-        rows = list(csv.DictReader(io.StringIO(
-            client.get("/api/admin/export.csv", headers=auth(ADMIN)).text)))
+        rows = grades_csv(client)
         graded = [(r["username"], r["best_score"]) for r in rows
                   if r["exercise"] == "safe_softmax"]
         assert graded == [("ada", "90.0"), ("bob", "80.0"), ("cy", "70.0"), ("dan", "")]
@@ -392,8 +398,7 @@ def test_the_late_policy_decides_the_board_and_the_csv_alike(tmp_path, policy, b
         got = [(e["display_name"], e["score"]) for e in answer["entries"]]
         assert got == board
         assert answer["late_policy"] == policy
-        rows = list(csv.DictReader(io.StringIO(client.get(
-            "/api/admin/export.csv", headers=auth(ADMIN)).text)))
+        rows = grades_csv(client)
         scores = {r["username"]: r["best_score"] for r in rows if r["exercise"] == "safe_softmax"}
         assert scores == csv_scores
         assert {r["late_policy"] for r in rows} == {policy}

@@ -111,7 +111,7 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     # the tokens as a file
     with teacher.expect_download() as info:
         teacher.get_by_role("link", name="Download the tokens (CSV)").click()
-    downloaded = open(info.value.path()).read().splitlines()
+    downloaded = open(info.value.path(), encoding="utf-8-sig").read().splitlines()
     assert downloaded[0] == "username,display_name,token"
     assert f"ada,Ada Lovelace,{tokens['ada']}" in downloaded
     # a reload posts nothing again: the tokens are gone from the page and still valid
@@ -208,7 +208,7 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     teacher.goto(f"{base}/admin")
     with teacher.expect_download() as info:
         teacher.get_by_role("link", name="Download grades (CSV)").click()
-    csv_text = open(info.value.path()).read()
+    csv_text = open(info.value.path(), encoding="utf-8-sig").read()
     assert csv_text.splitlines()[0].startswith("username,display_name,exercise,best_score")
     assert "ada,Ada Lovelace,safe_softmax,70.0" in csv_text
 

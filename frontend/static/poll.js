@@ -16,7 +16,8 @@
     $("status-count").textContent = running && p.checks_total
       ? `, ${(p.checks || []).length} of ${p.checks_total} checks done` : "";
     const seconds = running ? p.running_s : p.waiting_s;
-    $("status-time").textContent = seconds == null ? "" : ` for ${Math.round(seconds)} s`;
+    // a no-break space: the number never ends a line without its unit
+    $("status-time").textContent = seconds == null ? "" : ` for ${Math.round(seconds)}\u00a0s`;
     const list = $("status-checks");
     const checks = p.checks || [];
     // only new checks are added, so the live region reads each once
@@ -38,7 +39,9 @@
       document.querySelectorAll('meta[http-equiv="refresh"]').forEach((m) => m.remove());
     } catch (e) { location.reload(); return; }
     const verdict = (body.result && body.result.verdict) || body.status;
-    const score = body.score == null ? "" : `, ${body.score} points`;
+    // a verdict that gives no score (HIP only compiled) has a null score: not "0 points"
+    const score = body.score != null ? `, ${body.score} points`
+      : (verdict === "compiled" ? ", not scored here" : "");
     $("announce").textContent = `Graded: ${verdict}${score}.`;
     const heading = $("verdict-h");
     if (heading) heading.focus();

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 from ..auth import get_db, hash_token, instructor, new_token
 from ..deadlines import applying, deadline_of, extensions_by_student
 from ..models import USERNAME_PATTERN, Flag, Role, Submission, User
-from ..services import best_per_student, flagged_per_student, requeue, submissions_query
+from ..services import (best_per_student, flagged_per_student, not_scored_per_student, requeue,
+                        submissions_query)
 from .common import exercise_or_error, iso, submission_json
 from .validation import MAX_ID, DbId, FlagName, StatusName, Verdict, check_unicode, read_json
 
@@ -41,6 +42,29 @@ class Roster(BaseModel):
         if twice:
             raise ValueError(f"a roster names each username once; twice: {', '.join(sorted(twice))}")
         return self
+
+
+# How a roster file's bytes are read: UTF-8 (with Excel's byte-order mark or without), else
+# Windows-1252, which is what Excel on Windows saves as plain "CSV". A file that is valid
+# UTF-8 is never read as Windows-1252 (text in the one is almost never valid in the other).
+UTF8, WINDOWS_1252 = "utf-8", "windows-1252"
+
+
+def roster_text(data: bytes) -> tuple[str, str]:
+    """The roster file's text and the encoding it was read in; ValueError says what to do
+    with a file that is neither."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ValueError("the file is UTF-16 (Excel's \"Unicode Text\"): save it as \"CSV UTF-8 "
+                         "(Comma delimited)\" and upload that")
+    try:
+        return data.decode("utf-8-sig"), UTF8
+    except UnicodeDecodeError:
+        pass
+    try:
+        return data.decode("cp1252"), WINDOWS_1252
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the file is neither UTF-8 nor Windows-1252 text (byte {exc.start}): "
+                         "save it as \"CSV UTF-8 (Comma delimited)\" and upload that") from None
 
 
 def roster_from_csv(text: str) -> Roster:
@@ -82,14 +106,16 @@ async def add_students(request: Request, db: Session = Depends(get_db)):
         if upload is None or isinstance(upload, str):
             raise HTTPException(422, "upload the roster as a CSV `file`")
         try:
-            roster = roster_from_csv((await upload.read()).decode("utf-8-sig"))
+            text, encoding = roster_text(await upload.read())
+            roster = roster_from_csv(text)
         except ValueError as exc:
             raise HTTPException(422, f"bad roster: {exc}") from None
-    else:
-        try:
-            roster = Roster.model_validate(await read_json(request))
-        except ValueError as exc:
-            raise HTTPException(422, f"bad roster: {exc}") from None
+        # how the file was read, so that a Windows-1252 one is known to have been taken as such
+        return {"students": _upsert(db, roster.students), "encoding": encoding}
+    try:
+        roster = Roster.model_validate(await read_json(request))
+    except ValueError as exc:
+        raise HTTPException(422, f"bad roster: {exc}") from None
     return {"students": _upsert(db, roster.students)}
 
 
@@ -150,11 +176,23 @@ def csv_cell(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
+# Excel reads a CSV without a byte-order mark in the machine's own code page, so "Ångström"
+# would open as "Ã…ngstrÃ¶m": every CSV the server writes starts with one.
+BOM = "\ufeff"
+
+
+def csv_response(text: str, filename: str) -> Response:
+    return Response((BOM + text).encode("utf-8"), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
 @router.get("/export.csv")
 def export_csv(request: Request, db: Session = Depends(get_db)):
     """One row per student per exercise, those without a submission too: the counted score
-    under LATE_POLICY, the flagged submissions that do not count, and the deadline that
-    applied to that student (`extension` yes when theirs was extended: server/deadlines.py)."""
+    under LATE_POLICY, the flagged submissions that do not count, the deadline that applied
+    to that student (`extension` yes when theirs was extended: server/deadlines.py), and the
+    submissions that have no score (`not_scored`: HIP only compiled, without a GPU), which
+    never count as a grade."""
     settings = request.app.state.settings
     policy = settings.late_policy
     students = db.scalars(select(User).where(User.role == Role.STUDENT)
@@ -163,18 +201,20 @@ def export_csv(request: Request, db: Session = Depends(get_db)):
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["username", "display_name", "exercise", "best_score", "submission_id",
-                     "late", "submitted_at", "flagged", "late_policy", "deadline", "extension"])
+                     "late", "submitted_at", "flagged", "late_policy", "deadline", "extension",
+                     "not_scored"])
     for name, exercise in request.app.state.exercises.items():
         counted = best_per_student(db, name, policy)
         flagged = flagged_per_student(db, name)
+        unscored = not_scored_per_student(db, name)
         course = deadline_of(settings, exercise)
         for user in students:
             s = counted.get(user.id)
             marks = " ".join(f"{f.id}:{f.flag.value}" for f in flagged.get(user.id, []))
-            row = [s.score, s.id, "yes" if s.late else "no", s.created_at.isoformat()] if s \
+            row = [s.score, s.id, "yes" if s.late else "no", iso(s.created_at)] if s \
                 else ["", "", "", ""]
             due = applying(course, granted.get((user.id, name)))
             writer.writerow([csv_cell(user.username), csv_cell(user.display_name), name, *row,
-                             marks, policy, iso(due.at) or "", "yes" if due.extended else "no"])
-    return Response(out.getvalue(), media_type="text/csv",
-                    headers={"Content-Disposition": 'attachment; filename="grades.csv"'})
+                             marks, policy, iso(due.at) or "", "yes" if due.extended else "no",
+                             " ".join(f"{u.id}:{u.verdict}" for u in unscored.get(user.id, []))])
+    return csv_response(out.getvalue(), "grades.csv")
