@@ -11,6 +11,7 @@ import csv
 import difflib
 import io
 import json
+import re
 import secrets
 import time
 from pathlib import PurePath
@@ -44,7 +45,21 @@ from .student_params import params_for
 FRONTEND = REPO_ROOT / "frontend"
 templates = Jinja2Templates(directory=FRONTEND / "templates")
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
-templates.env.filters["markdown"] = _markdown.render
+# the docs the pages serve (/help/<name>): a statement links them by their path in the
+# repository (../../docs/benchmarks.md, which works on GitHub too), and the page by /help/
+DOCS = {"student-ci": ("student-ci.md", "Grade your kernels on every push"),
+        "benchmarks": ("benchmarks.md", "Benchmarks")}
+_DOC_LINK = re.compile(r'href="(?:\.\./)*docs/([a-z-]+)\.md"')
+
+
+def _render_markdown(text: str) -> Markup:
+    """Markdown to HTML (no raw HTML through), with links to a served doc made /help/ links."""
+    html = _markdown.render(text)
+    return Markup(_DOC_LINK.sub(lambda m: f'href="/help/{m.group(1)}"' if m.group(1) in DOCS
+                                else m.group(0), html))
+
+
+templates.env.filters["markdown"] = _render_markdown
 templates.env.filters["iso"] = iso
 
 
@@ -234,17 +249,14 @@ def skeleton_download(name: str, language: str, request: Request):
         "Content-Disposition": f'attachment; filename="{name}_{skeleton["filename"]}"'})
 
 
-STUDENT_CI = REPO_ROOT / "docs" / "student-ci.md"
-
-
-@router.get("/help/student-ci", response_class=HTMLResponse)
-def student_ci_page(request: Request, user: User | None = Depends(viewer)):
-    """docs/student-ci.md (a workflow that grades a student's repository on every push),
-    linked from each exercise page: rendered from the doc itself, so the two never differ."""
-    if not STUDENT_CI.is_file():
-        raise HTTPException(404, "this server has no docs/student-ci.md")
-    return render(request, "doc.html", user, title="Grade your kernels on every push",
-                  body=STUDENT_CI.read_text())
+@router.get("/help/{name}", response_class=HTMLResponse)
+def doc_page(name: str, request: Request, user: User | None = Depends(viewer)):
+    """A doc of the repository the pages link to (docs/student-ci.md, a workflow that grades
+    a student's repository on every push; docs/benchmarks.md, which the statements cite):
+    rendered from the doc itself, so the two never differ."""
+    if name not in DOCS or not (path := REPO_ROOT / "docs" / DOCS[name][0]).is_file():
+        raise HTTPException(404, f"this server has no doc {name!r}")
+    return render(request, "doc.html", user, title=DOCS[name][1], body=path.read_text())
 
 
 @router.post("/exercises/{name}", dependencies=[Depends(csrf.check_form)],

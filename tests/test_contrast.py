@@ -92,7 +92,8 @@ def pages(server):  # noqa: F811 - test_web_ui's fixture
     student = ["/signin", "/exercises", "/exercises/safe_softmax", "/exercises/online_softmax",
                f"/submissions/{passed}", f"/submissions/{failed}", f"/submissions/{broken}",
                "/me", f"/me/diff?a={passed}&b={failed}", f"/submissions/{failed}/source",
-               "/leaderboard", "/leaderboard/safe_softmax", "/help/student-ci", "/no-such-page"]
+               "/leaderboard", "/leaderboard/safe_softmax", "/help/student-ci", "/help/benchmarks",
+               "/no-such-page"]
     teacher = ["/admin", f"/admin/source/{failed}"]
     return token, student, teacher
 

@@ -74,3 +74,25 @@ def test_the_dump_keeps_its_labels_narrow_and_in_view(server, browser):  # noqa:
 def test_the_cli_progress_says_when_a_check_finished_not_how_long_it_took():
     line = progress_line(CheckResult("random_rows", True, "passed", 15.0, 15.0), 0.0)
     assert line.startswith("  PASS  random_rows  15/15  [done at ") and line.endswith(" s]")
+
+
+def test_on_a_phone_the_lists_show_every_column_in_view(server, browser):  # noqa: F811
+    """The instructor's list hid Verdict, Score, Flag and the actions in a scroll box, and the
+    leaderboard cut Device and hid Late: on a phone each row is a card of labelled values."""
+    from test_web_ui import ADMIN
+
+    token = _api_students(server, "cards")["cards"]
+    _api_graded(server, token, mutant_file("safe_softmax", "naive_unsafe_exp"))
+    for who, path, table, labels in [
+            (ADMIN, "/admin", "#submissions", ("Verdict", "Score", "Flag", "Actions")),
+            (token, "/leaderboard/safe_softmax", "table.board", ("Score", "Device", "Late"))]:
+        page = sign_in(browser, server, who, viewport=PHONE)
+        page.goto(f"{server}{path}")
+        row = page.locator(f"{table} tbody tr").first
+        for label in labels:
+            cell = row.locator(f"[data-label='{label}']")
+            box = cell.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], \
+                (path, label, box)
+            assert cell.evaluate("c => getComputedStyle(c, '::before').content") == f'"{label}"'
+        shot(page, f"phone-cards{path.replace('/', '-')}")
