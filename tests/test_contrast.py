@@ -11,7 +11,7 @@ every button, 1.92:1 on the "passed" badge) and source line numbers at 2.34:1.
 import pytest
 
 from conftest import REPO, mutant_file
-from test_web_ui import ADMIN, _api_graded, _api_students, browser, server, shot  # noqa: F401
+from test_web_ui import ADMIN, _api_graded, _api_students, browser, server, shot, sign_in  # noqa: F401
 
 # colour arithmetic shared by the measurements below (WCAG 2's relative luminance)
 COLOURS = """
@@ -105,20 +105,14 @@ def test_every_page_has_aa_contrast(server, browser, pages, scheme, width):  # n
     token, student_pages, teacher_pages = pages
     low = {}
     for who, paths in ((token, student_pages), (ADMIN, teacher_pages)):
-        context = browser.new_context(viewport={"width": width, "height": 844},
-                                      color_scheme=scheme)
-        page = context.new_page()
-        page.goto(f"{base}/signin")
-        page.get_by_label("Your token").fill(who)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(f"{base}/exercises")
+        page = sign_in(browser, base, who, {"width": width, "height": 844}, scheme)
         for path in paths:
             page.goto(f"{base}{path}")
             found = page.evaluate(CONTRAST)
             shot(page, f"contrast-{scheme}-{width}{path.replace('/', '-').replace('?', '-')}")
             if found:
                 low[path] = found[:6]
-        context.close()
+        page.context.close()
     assert low == {}, "\n".join(f"{p}:\n  " + "\n  ".join(f) for p, f in low.items())
 
 

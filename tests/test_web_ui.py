@@ -63,12 +63,15 @@ def browser():
 
 
 def shot(page, name):
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    # for people to look at: .ci/run sets SCREENSHOTS=0, as no one looks there and a
+    # full-page shot of a long page costs a second of the CPU the other tests need
+    if os.environ.get("SCREENSHOTS") != "0":
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def sign_in(browser, base, token, viewport=None):
+def sign_in(browser, base, token, viewport=None, color_scheme="light"):
     context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900},
-                                  accept_downloads=True)
+                                  accept_downloads=True, color_scheme=color_scheme)
     page = context.new_page()
     page.goto(f"{base}/signin")
     page.get_by_label("Your token").fill(token)
