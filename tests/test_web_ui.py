@@ -248,17 +248,22 @@ WIDER_THAN_VIEWPORT = """() => {
 }"""
 
 
+@pytest.fixture(scope="module")
+def phone_student(server):
+    """A student with one submission of each kind: passed, failed, compile error."""
+    token = _api_students(server, "phone")["phone"]
+    passed = _api_graded(server, token, REPO / "reference_solutions/safe_softmax/solution.py")
+    failed = _api_graded(server, token, mutant_file("safe_softmax", "naive_unsafe_exp"))
+    broken = _api_graded(server, token, REPO / "tests" / "fixtures" / "syntax_error.py")
+    return token, passed, failed, broken
+
+
 @pytest.mark.parametrize("width", [360, 390, 1366])
-def test_no_page_is_wider_than_its_viewport(server, browser, width):
+def test_no_page_is_wider_than_its_viewport(server, browser, phone_student, width):
     """Issue 14, item 2: at 390 px the pages measured 515-741 px (a phone; 1366 is a laptop). Tables and code now scroll
     inside their own box, long words and error text wrap, and the page fits its viewport."""
     base = server
-    tokens = _api_students(base, f"phone{width}")
-    token = tokens[f"phone{width}"]
-    passed = _api_graded(base, token, REPO / "reference_solutions/safe_softmax/solution.py")
-    failed = _api_graded(base, token,
-                         mutant_file("safe_softmax", "naive_unsafe_exp"))
-    broken = _api_graded(base, token, REPO / "tests" / "fixtures" / "syntax_error.py")
+    token, passed, failed, broken = phone_student
     viewport = {"width": width, "height": 844}
     student = sign_in(browser, base, token, viewport=viewport)
     teacher = sign_in(browser, base, ADMIN, viewport=viewport)
