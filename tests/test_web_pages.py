@@ -201,7 +201,8 @@ def test_the_instructor_pages_confirm_report_and_name(tmp_path):
         done = client.post("/admin/regrade", data={FIELD: csrf, "exercise": "safe_softmax",
                                                    "confirm": "yes"})
         assert done.status_code == 200
-        assert "Regrade of all of safe_softmax: 1 queued" in done.text
+        assert "Regrade of all of safe_softmax: 1 queued" in done.text, \
+            (done.url, re.findall(r'role="(?:status|alert)"[^>]*>([^<]*)', done.text))
         sid = re.search(r'<tr data-id="(\d+)"', done.text).group(1)
         flagged = client.post("/admin/flag", data={FIELD: csrf, "submission_id": sid,
                                                    "flag": "suspicious"})

@@ -111,6 +111,14 @@ def storage_key(tensor: torch.Tensor) -> int:
 
 
 class NoTorchMath(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would wrap __torch_dispatch__ in torch._disable_dynamo, whose first call
+        # imports torch._dynamo (and sympy, torch.distributed, torch.onnx: 800 modules,
+        # 1.1 s of CPU in every runner). The wrapping is done below instead, used only
+        # once Dynamo is loaded: before that nothing can be tracing this frame.
+        return False
+
     def __init__(self, guard: CallGuard, device: str):
         super().__init__()
         self.guard = guard
@@ -147,6 +155,24 @@ class NoTorchMath(TorchDispatchMode):
                 if isinstance(target, torch.Tensor):
                     self.guard.given.add(storage_key(target))
         return out
+
+
+def _dynamo_disabled_once_loaded(dispatch):
+    """``dispatch`` as torch's own wrapping would make it (Dynamo kept out of its frames),
+    at the cost of importing Dynamo only where something else has imported it already."""
+    disabled = torch._disable_dynamo(dispatch, recursive=True)  # imports on its first call
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "torch._dynamo" in sys.modules:
+            return disabled(self, func, types, args, kwargs)
+        return dispatch(self, func, types, args, kwargs)
+
+    __torch_dispatch__.__wrapped__ = dispatch
+    return __torch_dispatch__
+
+
+NoTorchMath.__torch_dispatch__ = _dynamo_disabled_once_loaded(
+    NoTorchMath.__dict__["__torch_dispatch__"])
 
 
 def _python_custom_op(func):
