@@ -80,3 +80,16 @@ def test_the_cli_says_compiled_without_a_gpu_and_names_the_line_of_an_error(tmp_
     result = json.loads(proc.stdout)
     assert result["verdict"] == "compile_error", proc.stdout[-2000:]
     assert result["line"] == len(lines) and f"line {len(lines)} of your file" in result["message"]
+
+
+def test_compiling_leaves_the_processes_one_byte_strings_alone():
+    """NVRTC writes its log into the buffer passed; an empty log is one byte, and a
+    `b" " * 1` buffer is CPython's shared b" ". Seen in CI: after a HIP compile in the
+    pytest process, a later test's notice read "Regrade of all\\x00of\\x00safe_softmax"."""
+    from urllib.parse import unquote
+
+    result = compile_source((REPO / "reference_solutions/safe_softmax/solution.hip").read_text(),
+                            "solution.hip")
+    assert result.ok and result.log == ""  # the case: an empty log, a one-byte buffer
+    assert [i for i in range(256) if bytes([i])[0] != i] == []
+    assert unquote("all%20of%20safe_softmax") == "all of safe_softmax"

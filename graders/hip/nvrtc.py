@@ -32,7 +32,11 @@ def compile_source(source: str, filename: str) -> CompileResult:
         opts = [o.encode() for o in OPTIONS]
         status = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)[0]
         (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
-        buf = b" " * size
+        # NVRTC writes the log into the buffer it is given: a bytearray of our own. The
+        # samples' `b" " * size` is an immutable bytes, and at size 1 (an empty log) it is
+        # CPython's shared one-byte b" ": NVRTC's NUL went into it, and every b" " of the
+        # process read back as b"\x00" from then on (unquote("a%20b") gave "a\x00b")
+        buf = bytearray(size)
         check(nvrtc.nvrtcGetProgramLog(prog, buf), "log")
         log = buf.decode(errors="replace").rstrip("\x00").strip()
         ok = status == nvrtc.nvrtcResult.NVRTC_SUCCESS
