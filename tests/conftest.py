@@ -80,6 +80,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def _broken_one_byte_strings() -> list[int]:
+    return [i for i in range(256) if bytes([i])[0] != i or ord(chr(i)) != i]
+
+
+@pytest.fixture(autouse=True)
+def one_byte_strings_intact():
+    """CPython shares one object per one-byte bytes (and per Latin-1 character); C code
+    that writes into a buffer it was handed can change it for the whole process, and a
+    later, unrelated test fails (graders/hip/nvrtc.py once turned every b" " into a NUL).
+    This names the test that did it."""
+    yield
+    assert _broken_one_byte_strings() == [], "this test overwrote CPython's shared bytes"
+
+
 @pytest.fixture
 def grade_source(tmp_path):
     """Write a submission into its own folder and grade it on the CPU interpreter."""
