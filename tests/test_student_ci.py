@@ -30,8 +30,9 @@ wheels of the versions this repository's .venv has (torch, its dependencies, tri
 numpy), fetched by `pip download` from this machine's configured package mirror, and no
 others: pip's configuration files are off for the job (PIP_CONFIG_FILE=/dev/null). torch
 there is the real CPU build, installed in full; the gradings run in what the step
-installed (about 50 s for the first job, 2 GB on disk until the session ends). Where
-.venv's torch is not the CPU build (a GPU machine's), the jobs are not run.
+installed (the first job, install and grading, took 48 s here beside the other pytest
+process; 2 GB on disk until the session ends). Where .venv's torch is not the CPU build
+(a GPU machine's), the jobs are not run.
 """
 
 from __future__ import annotations
