@@ -66,7 +66,9 @@ async def check_form(request: Request) -> None:
         raise HTTPException(403, "this form was posted from another site")
     seed = request.cookies.get(SEED_COOKIE)
     sent = (await request.form()).get(FIELD)
+    # as bytes: compare_digest raises TypeError on a str that is not ASCII (a 500)
     if not seed or not isinstance(sent, str) or \
-            not hmac.compare_digest(sent, _token_for(request, seed)):
+            not hmac.compare_digest(sent.encode("utf-8", "replace"),
+                                    _token_for(request, seed).encode("utf-8", "replace")):
         raise HTTPException(403, "this form is out of date or not ours: reload the page and "
                                  "send it again")

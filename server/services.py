@@ -19,6 +19,7 @@ from graders.vocabulary import LANGUAGE_BY_SUFFIX
 from .api.common import NOT_SCORED, iso
 from .api.validation import nul_line
 from .deadlines import deadline_for, is_late
+from .filenames import stored_name
 from .graders_client import ExerciseInfo
 from .models import Flag, GradeRun, Role, Status, Submission, User, as_utc
 from .queue import queue_depth
@@ -91,7 +92,7 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
         raise Refused(503, "the grading queue is full: try again shortly", _retry_after(30))
 
     deadline = deadline_for(db, settings, exercise, user).at  # an extension counts
-    filename = PurePath(filename.replace("\x00", "")).name[:128] or "submission"
+    filename = stored_name(filename)  # no control characters: it goes into headers
     submission = Submission(user_id=user.id, exercise=exercise.name, language=language,
                             filename=filename, source=source,
                             status=Status.QUEUED, attempts=0,

@@ -39,4 +39,7 @@ def token_for(secret: bytes, submission_id: int, attempt: int) -> str:
 
 
 def valid(secret: bytes, submission_id: int, attempt: int, token: str) -> bool:
-    return hmac.compare_digest(token_for(secret, submission_id, attempt), token or "")
+    # as bytes: compare_digest raises TypeError on a str that is not ASCII, and a header
+    # is whatever the client sent (a 500 where a 403 belongs)
+    return hmac.compare_digest(token_for(secret, submission_id, attempt).encode(),
+                               (token or "").encode("utf-8", "replace"))

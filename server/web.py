@@ -37,6 +37,7 @@ from .auth import COOKIE, end_session, get_db, start_session, user_for_session, 
 from .models import Flag, Role, Submission, User, as_utc
 from .progress import progress_of
 from .deadlines import all_extensions, deadline_for, deadlines_for
+from .filenames import attachment, stored_name
 from .services import (LATE_POLICIES, Refused, accept_submission,
                        leaderboard, requeue, submissions_query)
 from .settings import REPO_ROOT
@@ -246,7 +247,7 @@ def skeleton_download(name: str, language: str, request: Request):
     if skeleton is None:
         raise HTTPException(404, f"no {language} skeleton for {name}")
     return PlainTextResponse(skeleton["source"], headers={
-        "Content-Disposition": f'attachment; filename="{name}_{skeleton["filename"]}"'})
+        "Content-Disposition": attachment(f'{name}_{skeleton["filename"]}')})
 
 
 @router.get("/help/{name}", response_class=HTMLResponse)
@@ -340,13 +341,12 @@ def submission_download(submission_id: DbId, what: str, request: Request,
     """``source``: the file as submitted; ``result``: the grader's JSON of the newest result."""
     s = own_submission(db, user, submission_id)
     if what == "source":
-        name = PurePath(s.filename).name or "submission.py"
+        name = stored_name(s.filename, "submission.py")  # rows stored before it was cleaned
         return PlainTextResponse(s.source, headers={
-            "Content-Disposition": f'attachment; filename="{submission_id}-{name}"'})
+            "Content-Disposition": attachment(f"{submission_id}-{name}")})
     if what == "result" and s.results:
         return Response(json.dumps(s.results[-1].result, indent=2), media_type="application/json",
-                        headers={"Content-Disposition":
-                                 f'attachment; filename="{submission_id}-result.json"'})
+                        headers={"Content-Disposition": attachment(f"{submission_id}-result.json")})
     raise HTTPException(404, f"submission {submission_id} has no {what} to download")
 
 

@@ -126,3 +126,60 @@ def test_a_roster_csv_with_a_nul_is_refused_on_the_page_on_either_database(datab
                         files={"file": ("roster.csv", csv)}, follow_redirects=False)
         assert r.status_code == 422 and "That roster was not accepted" in r.text
         assert "NUL" in r.text
+
+
+# -- issue 26, item 7: secrets compared as bytes, file names as any browser reads them -------
+
+class _RemoteDispatch:
+    """Takes remote results (it has a task secret) and dispatches nothing."""
+
+    secret = b"task-secret-for-the-test-0123456789"
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def notify(self):
+        pass
+
+
+def test_a_csrf_field_that_is_not_ascii_is_a_403_not_a_500(client):
+    _signed_in_as_instructor(client)
+    form_token(client, "/admin")  # the seed cookie is set
+    r = client.post("/admin/regrade", data={"exercise": "safe_softmax", "confirm": "yes",
+                                            "csrf": "é" * 40}, follow_redirects=False)
+    assert r.status_code == 403 and "out of date or not ours" in r.text
+
+
+def test_a_task_token_that_is_not_ascii_is_a_403_not_a_500(tmp_path):
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher=_RemoteDispatch()) as client:
+        for token in ("é" * 64, "\udcff"):
+            r = client.post("/internal/tasks/1/1/start", json={"worker": "w"},
+                            headers={"X-Task-Token": token.encode("utf-8", "surrogateescape")})
+            assert r.status_code == 403, r.text
+
+
+@pytest.mark.parametrize("filename, stored, header", [
+    ("a\r\nb.py", "ab.py", 'attachment; filename="{id}-ab.py"'),
+    ("解答.py", "解答.py",
+     "attachment; filename=\"{id}-.py\"; filename*=UTF-8''{id}-%E8%A7%A3%E7%AD%94.py"),
+    ('say "hi".py', 'say "hi".py',
+     "attachment; filename=\"{id}-say _hi_.py\"; filename*=UTF-8''{id}-say%20%22hi%22.py"),
+])
+def test_a_file_name_is_stored_clean_and_downloads_under_its_name(client, filename, stored,
+                                                                   header):
+    token = add_students(client, "ada")["ada"]
+    # JSON carries the name as typed (a multipart upload percent-encodes CR, LF and quotes)
+    r = client.post("/api/submissions", headers=auth(token), json={
+        "exercise": "safe_softmax", "language": "triton", "filename": filename,
+        "source": "def softmax(x):\n    return x\n"})
+    assert r.status_code == 202, r.text
+    sid = r.json()["id"]
+    assert client.get(f"/api/submissions/{sid}", headers=auth(token)).json()["filename"] == stored
+    client.post("/signin", data={"token": token, "csrf": form_token(client, "/signin")})
+    download = client.get(f"/submissions/{sid}/download/source")
+    assert download.status_code == 200
+    assert download.headers["content-disposition"] == header.format(id=sid)
+    assert download.text.startswith("def softmax")

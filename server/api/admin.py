@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from ..auth import get_db, hash_token, instructor, new_token
 from ..deadlines import applying, deadline_of, extensions_by_student
+from ..filenames import attachment
 from ..models import USERNAME_PATTERN, Flag, Role, Submission, User
 from ..services import (best_per_student, flagged_per_student, not_scored_per_student, requeue,
                         submissions_query)
@@ -183,7 +184,7 @@ BOM = "\ufeff"
 
 def csv_response(text: str, filename: str) -> Response:
     return Response((BOM + text).encode("utf-8"), media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+                    headers={"Content-Disposition": attachment(filename)})
 
 
 @router.get("/export.csv")
