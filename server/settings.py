@@ -15,6 +15,8 @@ from pathlib import Path
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from . import strength
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # DEVELOPMENT ONLY. Each student's exercise parameters are derived from COURSE_SECRET
 # (server/student_params.py): anyone who knows it can compute every student's numbers, and
@@ -69,27 +71,27 @@ class Settings(BaseSettings):
 
     @field_validator("admin_token")
     @classmethod
-    def _long_enough(cls, value):
-        # the instructor's token guards everything; a short one is guessed
-        if value is not None and len(value) < 16:
-            raise ValueError("ADMIN_TOKEN must be at least 16 characters (or leave it unset: "
-                             "the server then makes one and prints it once)")
-        return value
+    def _admin_token_strong(cls, value):
+        # the instructor's token guards everything; a weak one is guessed
+        return strength.check("ADMIN_TOKEN", value, ", or leave it unset: the server then "
+                              "makes one and prints it once")
 
     @field_validator("metrics_token")
     @classmethod
-    def _metrics_token_long_enough(cls, value):
-        if value is not None and len(value) < 16:
-            raise ValueError("METRICS_TOKEN must be at least 16 characters (or leave it unset)")
-        return value
+    def _metrics_token_strong(cls, value):
+        return strength.check("METRICS_TOKEN", value, ", or leave it unset")
 
     @field_validator("course_secret")
     @classmethod
-    def _secret_long_enough(cls, value):
-        # a short secret is guessed, and with it every student's numbers
-        if len(value) < 16:
-            raise ValueError("COURSE_SECRET must be at least 16 characters")
-        return value
+    def _course_secret_strong(cls, value):
+        # a weak secret is guessed, and with it every student's numbers
+        return strength.check("COURSE_SECRET", value, "")
+
+    @field_validator("task_secret")
+    @classmethod
+    def _task_secret_strong(cls, value):
+        # it signs what a worker may store as a grade; empty: one is made and kept in var/
+        return strength.check("TASK_SECRET", value or None, ", or leave it unset") or ""
 
     @field_validator("dispatcher")
     @classmethod

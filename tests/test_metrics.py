@@ -25,7 +25,7 @@ def test_metrics_show_the_queue_and_its_oldest_submission(tmp_path):
 
 
 def test_with_metrics_token_set_only_its_holder_reads_metrics(tmp_path):
-    token = "m" * 24
+    token = "metrics-reader-token-0123"
     with running(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher=NoDispatch(),
                  metrics_token=token) as client:
         for headers in ({}, {"Authorization": "Bearer " + "x" * 24},

@@ -53,9 +53,29 @@ def test_the_url_of_a_submission_comes_from_public_url_never_from_host(tmp_path)
         assert r.json()["url"] == f"/api/submissions/{r.json()['id']}"
 
 
-def test_a_short_admin_token_is_refused():
-    with pytest.raises(ValidationError, match="at least 16 characters"):
-        settings_for("sqlite://", admin_token="admintok")
+@pytest.mark.parametrize("setting, value, why", [
+    ("admin_token", "admintok", "it has 8 characters, fewer than 16"),
+    ("admin_token", " " * 16, "starts or ends with white space"),  # issue 26, item 8
+    ("admin_token", "a" * 24, "about 0 bits"),
+    ("admin_token", "change-me-instructor-token", "placeholder"),  # docker/.env.example's
+    ("course_secret", "abababababababab", "about 16 bits"),
+    ("metrics_token", "1111111111111112", "about 5 bits"),
+    ("task_secret", "x", "it has 1 character, fewer than 16"),
+])
+def test_a_weak_token_or_secret_is_refused_saying_why(setting, value, why):
+    with pytest.raises(ValidationError, match=why) as refused:
+        settings_for("sqlite://", **{setting: value})
+    assert f"{setting.upper()} is too weak" in str(refused.value)
+    assert "secrets.token_urlsafe(32)" in str(refused.value)  # how to make a good one
+
+
+def test_random_tokens_and_the_tests_own_are_strong_enough():
+    # secrets.token_hex(8) draws; a draw under 32 bits needs 4 distinct digits or fewer
+    # (about 4 in 10 million): 10 distinct, as these, is typical
+    for token in ("178160d588be8e5a", "1b752e1bc69fc52e", "1GStSWy6VSpzwM0upOgtdw"):
+        settings_for("sqlite://", admin_token=token, task_secret=token, metrics_token=token)
+    settings_for("sqlite://", admin_token="web-admin-token-0123",
+                 course_secret="test-course-secret-0123456789")
 
 
 def test_the_sqlite_file_is_private(tmp_path):
