@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request, Response
 
+from .auth import COOKIE as SESSION_COOKIE
+
 SEED_COOKIE = "autograder_csrf"
 FIELD = "csrf"
 
@@ -30,7 +32,12 @@ def _secret(request: Request) -> bytes:
 
 
 def _token_for(request: Request, seed: str) -> str:
-    return hmac.new(_secret(request), seed.encode(), hashlib.sha256).hexdigest()[:40]
+    # bound to the browser's session too (issue 26, item 3): cookies do not keep to a port,
+    # so a page on another port of the host can plant a seed whose token it learnt from a
+    # visit of its own; that token was made for no session, or for the attacker's
+    session = request.cookies.get(SESSION_COOKIE, "")
+    return hmac.new(_secret(request), f"{seed}\x00{session}".encode("utf-8", "replace"),
+                    hashlib.sha256).hexdigest()[:40]
 
 
 def form_token(request: Request) -> tuple[str, str | None]:
@@ -49,15 +56,22 @@ def set_seed(response: Response, request: Request, seed: str | None) -> None:
 
 
 def same_origin(request: Request) -> bool:
-    """No Origin header (an old browser, curl) passes; a foreign one does not."""
+    """No Origin header (an old browser, curl) passes; a foreign one does not, and neither
+    does ``null`` (a sandboxed frame, a data: page, or a page that hid its referrer: it
+    matched an unset PUBLIC_URL's empty origin and passed)."""
     origin = request.headers.get("origin")
     if origin is None:
         return True
-    ours = urlsplit(str(request.base_url))
-    public = urlsplit(request.app.state.settings.public_url or "")
     theirs = urlsplit(origin)
-    return (theirs.scheme, theirs.netloc) in {(ours.scheme, ours.netloc),
-                                              (public.scheme, public.netloc)}
+    if not theirs.scheme or not theirs.netloc:
+        return False
+    ours = urlsplit(str(request.base_url))
+    allowed = {(ours.scheme, ours.netloc)}
+    public_url = request.app.state.settings.public_url
+    if public_url:
+        public = urlsplit(public_url)
+        allowed.add((public.scheme, public.netloc))
+    return (theirs.scheme, theirs.netloc) in allowed
 
 
 async def check_form(request: Request) -> None:

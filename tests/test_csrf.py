@@ -71,3 +71,37 @@ def test_the_api_does_not_take_the_cookie_for_changes(signed_in):
     r = signed_in.post("/api/admin/regrade", json={"exercise": "safe_softmax"},
                        headers=auth(ADMIN))
     assert r.status_code == 200
+
+
+# -- issue 26, item 3: a page on another port, PUBLIC_URL unset (the embedded default) -------
+
+@pytest.mark.parametrize("origin", ["null", "file://", "data:text/html,x"])
+def test_an_opaque_origin_is_refused_with_public_url_unset(signed_in, origin):
+    """A page that hides its referrer (or a sandboxed frame, a data: page) posts with
+    ``Origin: null``; with PUBLIC_URL unset it matched the empty public origin and passed."""
+    assert signed_in.app.state.settings.public_url == ""
+    token = form_token(signed_in, "/admin")
+    r = signed_in.post("/admin/flag", data={**FORMS["/admin/flag"], "csrf": token},
+                       headers={"Origin": origin}, follow_redirects=False)
+    assert r.status_code == 403 and "another site" in r.text
+
+
+def test_a_planted_seed_with_the_attackers_own_token_is_refused(signed_in):
+    """Cookies do not keep to a port: a page on another port of the host can set the seed
+    cookie to one it got, with its token, from a visit of its own (signed out)."""
+    from starlette.testclient import TestClient
+
+    from server.csrf import SEED_COOKIE
+
+    with TestClient(signed_in.app) as attacker:
+        attacker_token = form_token(attacker, "/signin")
+        attacker_seed = attacker.cookies[SEED_COOKIE]
+    signed_in.cookies.set(SEED_COOKIE, attacker_seed)  # planted in the instructor's browser
+    r = signed_in.post("/admin/flag", data={**FORMS["/admin/flag"], "csrf": attacker_token},
+                       follow_redirects=False)
+    assert r.status_code == 403
+    # the instructor's own page, with the planted seed, still works: the token is theirs
+    mine = form_token(signed_in, "/admin")
+    r = signed_in.post("/admin/flag", data={**FORMS["/admin/flag"], "csrf": mine},
+                       follow_redirects=False)
+    assert r.status_code == 404 and "nothing was flagged" in r.text  # past CSRF: no such row

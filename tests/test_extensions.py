@@ -182,7 +182,8 @@ def test_the_instructor_page_grants_lists_and_removes_an_extension(tmp_path):
         theirs = client.get("/exercises/safe_softmax").text
         assert "Your deadline" not in theirs and "2020-01-01 00:00 UTC" in theirs
 
-        sign_in(client, ADMIN)
+        sign_in(client, ADMIN)  # a new session: its forms carry a new token
+        token = re.search(rf'name="{FIELD}" value="([^"]+)"', client.get("/admin").text).group(1)
         removed = client.post("/admin/extensions/remove",
                               data={FIELD: token, "username": "ada", "exercise": "safe_softmax"})
         assert removed.status_code == 200

@@ -308,5 +308,5 @@ def test_the_development_secret_is_warned_about(caplog):
         assert warn_if_development_secret(Settings())
         assert "COURSE_SECRET is not set" in caplog.text
         assert not warn_if_development_secret(Settings(course_secret=SECRET))
-    with pytest.raises(ValueError, match="at least 16"):
+    with pytest.raises(ValueError, match="5 characters, fewer than 16"):
         Settings(course_secret="short")

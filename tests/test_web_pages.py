@@ -56,6 +56,9 @@ def test_signing_in_sets_an_httponly_cookie(tmp_path):
         assert r.status_code == 303
         cookie = r.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=lax" in cookie
+        # the page's token was made for no session: signed in, the form is reloaded
+        assert client.post("/signin", data={"token": "nope", "csrf": form}).status_code == 403
+        form = form_token(client, "/signin")
         assert client.post("/signin", data={"token": "nope", "csrf": form}).status_code == 401
 
 
@@ -228,6 +231,7 @@ def test_signing_in_returns_to_the_page_it_came_from(tmp_path):
                            follow_redirects=False)
         assert back.headers["location"] == "/me"
         for elsewhere in ("https://evil.example/x", "//evil.example/x", "/\\evil.example"):
+            csrf = form_token(client, "/signin")  # each sign-in a new session, a new token
             r = client.post("/signin", data={FIELD: csrf, "token": token, "next": elsewhere},
                             follow_redirects=False)
             assert r.headers["location"] == "/exercises", elsewhere
