@@ -3,9 +3,12 @@
 SameSite=Lax cookies alone did not hold: a page on another port of the same host is the
 same *site*, so it could post a flag change as the instructor and a submission as a
 student. Now every state-changing form holds a hidden ``csrf`` field: an HMAC, under the
-server's secret, of a random seed kept in the browser's own HttpOnly cookie. A page of
-another origin can neither read that cookie nor our pages, so it cannot know the token.
-Every post must also come from our own origin where the browser says (``Origin``).
+server's secret, of a random seed kept in the browser's own HttpOnly cookie and of the
+browser's session cookie. A page of another origin can neither read those cookies nor our
+pages, so it cannot know the token; and since cookies do not keep to a port, it could plant
+a seed whose token it learnt on a visit of its own, which the session binding refuses
+(issue 26, item 3). Every post must also come from our own origin where the browser says
+(``Origin``); ``null`` is no origin of ours.
 """
 
 from __future__ import annotations
