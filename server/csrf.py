@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from fastapi import HTTPException, Request, Response
 
 from .auth import COOKIE as SESSION_COOKIE
+from .strength import same_secret
 
 SEED_COOKIE = "autograder_csrf"
 FIELD = "csrf"
@@ -83,9 +84,6 @@ async def check_form(request: Request) -> None:
         raise HTTPException(403, "this form was posted from another site")
     seed = request.cookies.get(SEED_COOKIE)
     sent = (await request.form()).get(FIELD)
-    # as bytes: compare_digest raises TypeError on a str that is not ASCII (a 500)
-    if not seed or not isinstance(sent, str) or \
-            not hmac.compare_digest(sent.encode("utf-8", "replace"),
-                                    _token_for(request, seed).encode("utf-8", "replace")):
+    if not seed or not isinstance(sent, str) or not same_secret(sent, _token_for(request, seed)):
         raise HTTPException(403, "this form is out of date or not ours: reload the page and "
                                  "send it again")

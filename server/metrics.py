@@ -6,14 +6,13 @@ survives restarts); grading latency and verdicts are counted as results are stor
 
 from __future__ import annotations
 
-import hmac
-
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 
 from .models import Status, Submission, as_utc, utcnow
+from .strength import same_secret
 
 router = APIRouter(include_in_schema=False)
 REGISTRY = CollectorRegistry()
@@ -73,8 +72,7 @@ def metrics(request: Request):
     token = request.app.state.settings.metrics_token
     if token is not None:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                 token.encode()):
+        if scheme.lower() != "bearer" or not same_secret(given.strip(), token):
             return Response("METRICS_TOKEN is set: send it as 'Authorization: Bearer TOKEN'\n",
                             status_code=401, media_type="text/plain",
                             headers={"WWW-Authenticate": 'Bearer realm="metrics"'})

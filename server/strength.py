@@ -1,4 +1,4 @@
-"""Is a token or secret an operator set strong enough to guard what it guards?
+"""Tokens and secrets: strong enough to guard what they guard, and compared safely.
 
 Length alone let through 16 spaces, one character repeated and `TASK_SECRET=x` (issue 26).
 A value must be 16 characters at least, not a placeholder from docker/.env.example, and
@@ -10,6 +10,7 @@ unset (`secrets.token_urlsafe`) is always the better choice.
 
 from __future__ import annotations
 
+import hmac
 import math
 from collections import Counter
 
@@ -50,3 +51,11 @@ def check(name: str, value: str | None, unset: str) -> str | None:
         raise ValueError(f"{name} is too weak: {why}. Make one with `python3 -c \"import "
                          f"secrets; print(secrets.token_urlsafe(32))\"`{unset}")
     return value
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """A sent token against the one expected, in constant time, as UTF-8 bytes: on str
+    compare_digest raises TypeError at any non-ASCII character, and a client sends
+    anything (it was a 500 where a 401 or 403 belongs)."""
+    return hmac.compare_digest(given.encode("utf-8", "replace"),
+                               expected.encode("utf-8", "replace"))
