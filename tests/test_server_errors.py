@@ -2,7 +2,7 @@
 
 import pytest
 
-from test_server_api import ADMIN, add_students, auth, running
+from test_server_api import ADMIN, NoDispatch, add_students, auth, running
 from test_web_pages import form_token
 
 
@@ -130,19 +130,10 @@ def test_a_roster_csv_with_a_nul_is_refused_on_the_page_on_either_database(datab
 
 # -- issue 26, item 7: secrets compared as bytes, file names as any browser reads them -------
 
-class _RemoteDispatch:
+class _RemoteDispatch(NoDispatch):
     """Takes remote results (it has a task secret) and dispatches nothing."""
 
     secret = b"task-secret-for-the-test-0123456789"
-
-    def start(self):
-        pass
-
-    def stop(self):
-        pass
-
-    def notify(self):
-        pass
 
 
 def test_a_csrf_field_that_is_not_ascii_is_a_403_not_a_500(client):
