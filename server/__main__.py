@@ -19,7 +19,8 @@ def main() -> None:
     raise_file_limit()
     settings = get_settings()
     uvicorn.Server(server_config(create_app(settings), args.host, args.port,
-                                 settings.header_timeout_s)).run()
+                                 settings.header_timeout_s,
+                                 settings.max_connections_per_client)).run()
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def end_session(db: Session, session_token: str | None) -> None:
 
 def current_user(request: Request,
                  credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-                 db: Session = Depends(get_db)) -> User:
+                 db: Session = Depends(get_db, scope="function")) -> User:
     """A bearer token (curl), or the signed-in browser's cookie."""
     cookie = None if credentials else request.cookies.get(COOKIE)
     if cookie is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
@@ -87,7 +87,7 @@ def instructor(user: User = Depends(current_user)) -> User:
 
 def optional_user(request: Request,
                   credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-                  db: Session = Depends(get_db)) -> User | None:
+                  db: Session = Depends(get_db, scope="function")) -> User | None:
     """Who reads a public page, if anyone we know: it shows them their own view (their
     deadline, say). An unknown token reads like no token: the page is public either way."""
     if credentials is not None:

@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1 << 20  # any request body: past it 413, before it is read
     header_timeout_s: float = 10.0  # to send a request's headers, else the connection closes
     body_timeout_s: float = 30.0  # to send its body, else 408
+    # open connections one client address may hold (0: no limit); behind a proxy or a
+    # campus NAT the whole class is one address: raise it there (server/connections.py)
+    max_connections_per_client: int = 1000
     submissions_per_hour: int = 20
     max_in_flight_per_student: int = 1
     max_queue_depth: int = 200

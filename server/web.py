@@ -135,7 +135,7 @@ def user_for_token_in(request: Request) -> User | None:
         return user_for_session(db, request.cookies.get(COOKIE))
 
 
-def viewer(request: Request, db: Session = Depends(get_db)) -> User | None:
+def viewer(request: Request, db: Session = Depends(get_db, scope="function")) -> User | None:
     return user_for_session(db, request.cookies.get(COOKIE))
 
 
@@ -193,7 +193,7 @@ def signin_page(request: Request, next: str = "", signed_out: str = "",
 
 @router.post("/signin", dependencies=[Depends(csrf.check_form)])
 def signin(request: Request, token: str = Form(""), next: str = Form(""),
-           db: Session = Depends(get_db)):
+           db: Session = Depends(get_db, scope="function")):
     user = user_for_token(db, token.strip())
     if user is None:
         return render(request, "signin.html", None, 401, next=own_path(next, ""),
@@ -205,7 +205,7 @@ def signin(request: Request, token: str = Form(""), next: str = Form(""),
 
 
 @router.post("/signout", dependencies=[Depends(csrf.check_form)])
-def signout(request: Request, db: Session = Depends(get_db)):
+def signout(request: Request, db: Session = Depends(get_db, scope="function")):
     end_session(db, request.cookies.get(COOKIE))  # the cookie is worthless from now on
     response = RedirectResponse("/signin?signed_out=1", status_code=303)
     response.delete_cookie(COOKIE)
@@ -216,7 +216,7 @@ def signout(request: Request, db: Session = Depends(get_db)):
 
 @router.get("/exercises", response_class=HTMLResponse)
 def exercises_page(request: Request, user: User | None = Depends(viewer),
-                   db: Session = Depends(get_db)):
+                   db: Session = Depends(get_db, scope="function")):
     # the reader's deadlines (their extensions, if any: server/deadlines.py), in one query
     deadline = deadlines_for(db, request.app.state.settings, user)
     rows = [(e, deadline(e).at) for e in request.app.state.exercises.values()]
@@ -237,7 +237,7 @@ def _exercise_page(request, db, user, exercise, status_code=200, **context):
 
 @router.get("/exercises/{name}", response_class=HTMLResponse)
 def exercise_page(name: str, request: Request, user: User | None = Depends(viewer),
-                  db: Session = Depends(get_db)):
+                  db: Session = Depends(get_db, scope="function")):
     return _exercise_page(request, db, user, exercise_or_error(request, name))
 
 
@@ -265,7 +265,7 @@ def doc_page(name: str, request: Request, user: User | None = Depends(viewer)):
 @router.post("/exercises/{name}/submit", dependencies=[Depends(csrf.check_form)])
 async def submit_page(name: str, request: Request, source: str = Form(""),
                       language: str = Form(""), file: UploadFile | None = None,
-                      user: User = Depends(signed_in), db: Session = Depends(get_db)):
+                      user: User = Depends(signed_in), db: Session = Depends(get_db, scope="function")):
     exercise = exercise_or_error(request, name)
     raw: str | bytes = source
     filename = f"submission{ {'triton': '.py', 'hip': '.hip'}.get(language, '') }"
@@ -316,7 +316,7 @@ def _sentence(text: str) -> str:
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
 def submission_page(submission_id: DbId, request: Request, user: User = Depends(signed_in),
-                    db: Session = Depends(get_db)):
+                    db: Session = Depends(get_db, scope="function")):
     s = own_submission(db, user, submission_id)
     result = s.results[-1].result if s.results else None
     progress = progress_of(request, db, s)
@@ -331,13 +331,13 @@ def submission_page(submission_id: DbId, request: Request, user: User = Depends(
 
 @router.get("/submissions/{submission_id}/source", response_class=HTMLResponse)
 def submission_source(submission_id: DbId, request: Request, user: User = Depends(signed_in),
-                      db: Session = Depends(get_db)):
+                      db: Session = Depends(get_db, scope="function")):
     return render(request, "source.html", user, s=own_submission(db, user, submission_id))
 
 
 @router.get("/submissions/{submission_id}/download/{what}")
 def submission_download(submission_id: DbId, what: str, request: Request,
-                        user: User = Depends(signed_in), db: Session = Depends(get_db)):
+                        user: User = Depends(signed_in), db: Session = Depends(get_db, scope="function")):
     """``source``: the file as submitted; ``result``: the grader's JSON of the newest result."""
     s = own_submission(db, user, submission_id)
     if what == "source":
@@ -353,7 +353,7 @@ def submission_download(submission_id: DbId, what: str, request: Request,
 @router.get("/me/diff", response_class=HTMLResponse)
 def diff_page(request: Request, a: int = Query(..., ge=1, le=MAX_ID),
               b: int = Query(..., ge=1, le=MAX_ID), user: User = Depends(signed_in),
-              db: Session = Depends(get_db)):
+              db: Session = Depends(get_db, scope="function")):
     """Two of one's own attempts, line by line (a unified diff, oldest first)."""
     old, new = sorted((own_submission(db, user, a), own_submission(db, user, b)), key=lambda s: s.id)
     lines = list(difflib.unified_diff(old.source.splitlines(), new.source.splitlines(),
@@ -363,7 +363,7 @@ def diff_page(request: Request, a: int = Query(..., ge=1, le=MAX_ID),
 
 
 @router.get("/me", response_class=HTMLResponse)
-def my_page(request: Request, user: User = Depends(signed_in), db: Session = Depends(get_db)):
+def my_page(request: Request, user: User = Depends(signed_in), db: Session = Depends(get_db, scope="function")):
     rows = db.scalars(select(Submission).where(Submission.user_id == user.id)
                       .order_by(Submission.exercise, Submission.id.desc())).all()
     grouped: dict[str, list[Submission]] = {}
@@ -393,7 +393,7 @@ def leaderboard_index(request: Request):
 
 @router.get("/leaderboard/{name}", response_class=HTMLResponse)
 def leaderboard_page(name: str, request: Request, user: User | None = Depends(viewer),
-                     db: Session = Depends(get_db)):
+                     db: Session = Depends(get_db, scope="function")):
     exercise = exercise_or_error(request, name)
     policy = request.app.state.settings.late_policy
     rows = [dict(entry, mine=bool(user and student_id == user.id))
@@ -406,7 +406,7 @@ def leaderboard_page(name: str, request: Request, user: User | None = Depends(vi
 
 @router.get("/admin", response_class=HTMLResponse)
 def admin_page(request: Request, exercise: str = "", student: str = "", verdict: str = "",
-               user: User = Depends(instructor_page), db: Session = Depends(get_db)):
+               user: User = Depends(instructor_page), db: Session = Depends(get_db, scope="function")):
     return _admin(request, user, db, {"exercise": exercise, "student": student,
                                       "verdict": verdict})
 
@@ -439,7 +439,7 @@ def _filters_posted_from(request: Request) -> dict[str, str]:
 
 @router.get("/admin/source/{submission_id}", response_class=HTMLResponse)
 def admin_source(submission_id: DbId, request: Request, user: User = Depends(instructor_page),
-                 db: Session = Depends(get_db)):
+                 db: Session = Depends(get_db, scope="function")):
     s = db.get(Submission, submission_id)
     if s is None:
         raise HTTPException(404, f"no submission {submission_id}")
@@ -450,7 +450,7 @@ def admin_source(submission_id: DbId, request: Request, user: User = Depends(ins
 def admin_regrade(request: Request, submission_id: int | None = Form(None, ge=1, le=MAX_ID),
                   exercise: str = Form(""), confirm: str = Form(""),
                   user: User = Depends(instructor_page),
-                  db: Session = Depends(get_db)):
+                  db: Session = Depends(get_db, scope="function")):
     if submission_id and db.get(Submission, submission_id) is None:
         return _admin(request, user, db, status=404, submissions_error=(
             f"No submission {submission_id}: nothing was regraded."))
@@ -510,7 +510,7 @@ def back_to(request: Request, default: str) -> str:
 @router.post("/admin/flag", dependencies=[Depends(csrf.check_form)])
 def admin_flag(request: Request, submission_id: int = Form(..., ge=1, le=MAX_ID),
                flag: FlagName = Form(...),
-               user: User = Depends(instructor_page), db: Session = Depends(get_db)):
+               user: User = Depends(instructor_page), db: Session = Depends(get_db, scope="function")):
     s = db.get(Submission, submission_id)
     if s is None:  # the instructor page again, as it was, not a bare error page
         return _admin(request, user, db, status=404, submissions_error=(
@@ -528,7 +528,7 @@ ROSTER_SHOWN_FOR_S = 600  # a roster's tokens wait this long for their one showi
              dependencies=[Depends(csrf.check_form)])
 async def admin_roster(request: Request, file: UploadFile | None = None,
                        text: str = Form(""), user: User = Depends(instructor_page),
-                       db: Session = Depends(get_db)):
+                       db: Session = Depends(get_db, scope="function")):
     """Issues the tokens, then redirects to a page that shows them once: reloading that page
     must not post the roster again (every student would silently get a new token).
 

@@ -8,14 +8,11 @@ their header deadline passes.
 
 import http.client
 import socket
-import threading
 import time
 
-import uvicorn
-
 from server.app import create_app
-from server.connections import raise_file_limit, server_config
-from test_fuzz_api import _free_port
+from server.connections import raise_file_limit
+from services import embedded_server
 from test_server_api import NoDispatch, settings_for
 
 IDLE, HALF = 2000, 500
@@ -44,50 +41,35 @@ def _closed_by_server(sock: socket.socket) -> bool:
 def test_thousands_of_idle_sockets_leave_health_answering_and_are_closed(tmp_path):
     raise_file_limit()
     app = create_app(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}"), dispatcher=NoDispatch())
-    port = _free_port()
-    server = uvicorn.Server(server_config(app, "127.0.0.1", port, HEADER_TIMEOUT_S))
-    server.config.log_level = "warning"
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.1)
     socks = []
-    try:
-        for i in range(IDLE + HALF):
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            if i >= IDLE:  # a request line and one header, and then nothing more
-                s.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n")
-            socks.append(s)
-        time.sleep(0.5)
-        worst = max(_health_seconds(port) for _ in range(5))
-        print(f"\n{IDLE} idle + {HALF} half-sent sockets: /api/health in {worst * 1000:.0f} ms "
-              "at worst")
-        assert worst < 1.0
-        time.sleep(HEADER_TIMEOUT_S + 1.5)
-        sample = socks[:50] + socks[IDLE:IDLE + 50]
-        closed = sum(_closed_by_server(s) for s in sample)
-        print(f"closed by the server after {HEADER_TIMEOUT_S:g} s: {closed} of {len(sample)}")
-        assert closed == len(sample)
-        assert _health_seconds(port) < 1.0
-    finally:
-        for s in socks:
-            s.close()
-        server.should_exit = True
-        thread.join(timeout=30)
+    # no cap per address here: this is the header deadline's test, from one address
+    with embedded_server(app, HEADER_TIMEOUT_S) as port:
+        try:
+            for i in range(IDLE + HALF):
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                if i >= IDLE:  # a request line and one header, and then nothing more
+                    s.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n")
+                socks.append(s)
+            time.sleep(0.5)
+            worst = max(_health_seconds(port) for _ in range(5))
+            print(f"\n{IDLE} idle + {HALF} half-sent sockets: /api/health in {worst * 1000:.0f} ms "
+                  "at worst")
+            assert worst < 1.0
+            time.sleep(HEADER_TIMEOUT_S + 1.5)
+            sample = socks[:50] + socks[IDLE:IDLE + 50]
+            closed = sum(_closed_by_server(s) for s in sample)
+            print(f"closed by the server after {HEADER_TIMEOUT_S:g} s: {closed} of {len(sample)}")
+            assert closed == len(sample)
+            assert _health_seconds(port) < 1.0
+        finally:
+            for s in socks:
+                s.close()
 
 
 def test_a_body_sent_too_slowly_gets_408(tmp_path):
     app = create_app(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", body_timeout_s=2),
                      dispatcher=NoDispatch())
-    port = _free_port()
-    server = uvicorn.Server(server_config(app, "127.0.0.1", port, HEADER_TIMEOUT_S))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.1)
-    try:
+    with embedded_server(app, HEADER_TIMEOUT_S) as port:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             s.sendall(b"POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: application/"
                       b"x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ntoken=ab")
@@ -95,6 +77,3 @@ def test_a_body_sent_too_slowly_gets_408(tmp_path):
             answer = s.recv(4096)
             waited = time.monotonic() - started
         assert answer.startswith(b"HTTP/1.1 408") and 1.5 < waited < 6, (answer[:100], waited)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)

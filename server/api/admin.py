@@ -99,7 +99,7 @@ def _upsert(db: Session, students: list[StudentIn]) -> list[dict[str, str]]:
 
 
 @router.post("/students")
-async def add_students(request: Request, db: Session = Depends(get_db)):
+async def add_students(request: Request, db: Session = Depends(get_db, scope="function")):
     """JSON {"students": [{"username", "display_name"}]}, or a CSV file with those columns."""
     ctype = request.headers.get("content-type", "")
     if ctype.startswith("multipart/form-data"):
@@ -123,7 +123,7 @@ async def add_students(request: Request, db: Session = Depends(get_db)):
 @router.get("/submissions")
 def all_submissions(request: Request, exercise: str = "", student: str = "",
                     verdict: Verdict | Literal[""] = "", status: StatusName | Literal[""] = "",
-                    flag: FlagName | Literal[""] = "", db: Session = Depends(get_db)):
+                    flag: FlagName | Literal[""] = "", db: Session = Depends(get_db, scope="function")):
     rows = db.scalars(submissions_query(exercise, student, verdict, status, flag)).all()
     return {"submissions": [dict(submission_json(request, s, with_result=False),
                                  username=s.user.username, display_name=s.user.display_name)
@@ -131,7 +131,7 @@ def all_submissions(request: Request, exercise: str = "", student: str = "",
 
 
 @router.get("/submissions/{submission_id}/source", response_class=PlainTextResponse)
-def submission_source(submission_id: DbId, db: Session = Depends(get_db)):
+def submission_source(submission_id: DbId, db: Session = Depends(get_db, scope="function")):
     s = db.get(Submission, submission_id)
     if s is None:
         raise HTTPException(404, f"no submission {submission_id}")
@@ -144,7 +144,7 @@ class RegradeIn(BaseModel):
 
 
 @router.post("/regrade")
-def regrade(body: RegradeIn, request: Request, db: Session = Depends(get_db)):
+def regrade(body: RegradeIn, request: Request, db: Session = Depends(get_db, scope="function")):
     """Queue again (after a grader fix); the new result is kept beside the old."""
     if (body.submission_id is None) == (body.exercise is None):
         raise HTTPException(422, "give either submission_id or exercise")
@@ -163,7 +163,7 @@ class FlagIn(BaseModel):
 
 @router.post("/submissions/{submission_id}/flag")
 def flag_submission(submission_id: DbId, body: FlagIn, request: Request,
-                    db: Session = Depends(get_db)):
+                    db: Session = Depends(get_db, scope="function")):
     s = db.get(Submission, submission_id)
     if s is None:
         raise HTTPException(404, f"no submission {submission_id}")
@@ -188,7 +188,7 @@ def csv_response(text: str, filename: str) -> Response:
 
 
 @router.get("/export.csv")
-def export_csv(request: Request, db: Session = Depends(get_db)):
+def export_csv(request: Request, db: Session = Depends(get_db, scope="function")):
     """One row per student per exercise, those without a submission too: the counted score
     under LATE_POLICY, the flagged submissions that do not count, the deadline that applied
     to that student (`extension` yes when theirs was extended: server/deadlines.py), and the

@@ -21,7 +21,7 @@ def _deadlines(d: StudentDeadline) -> dict:
 
 @router.get("")
 def list_exercises(request: Request, user: User | None = Depends(optional_user),
-                   db: Session = Depends(get_db)):
+                   db: Session = Depends(get_db, scope="function")):
     deadline = deadlines_for(db, request.app.state.settings, user)
     return {"exercises": [
         {"name": e.name, "title": e.title, "summary": e.summary, "languages": e.languages,
@@ -31,7 +31,7 @@ def list_exercises(request: Request, user: User | None = Depends(optional_user),
 
 @router.get("/{name}")
 def get_exercise(name: str, request: Request, user: User | None = Depends(optional_user),
-                 db: Session = Depends(get_db)):
+                 db: Session = Depends(get_db, scope="function")):
     e = exercise_or_error(request, name)
     due = deadline_for(db, request.app.state.settings, e, user)
     return {"name": e.name, "title": e.title, "summary": e.summary, "languages": e.languages,

@@ -36,7 +36,7 @@ def extension_json(extension: Extension, course: datetime | None) -> dict:
 
 @router.get("")
 def list_extensions(request: Request, exercise: str = "", student: str = "",
-                    _: User = Depends(instructor), db: Session = Depends(get_db)):
+                    _: User = Depends(instructor), db: Session = Depends(get_db, scope="function")):
     state = request.app.state
     return {"extensions": [extension_json(e, course) for e, course in all_extensions(
         db, state.settings, state.exercises, exercise, student)]}
@@ -44,7 +44,7 @@ def list_extensions(request: Request, exercise: str = "", student: str = "",
 
 @router.post("")
 async def grant_extension(request: Request, by: User = Depends(instructor),
-                          db: Session = Depends(get_db)):
+                          db: Session = Depends(get_db, scope="function")):
     """{"username", "exercise", "deadline" (ISO 8601, timezone required), "note"?}: grants or
     replaces; that student's submissions to it are re-marked late or on time."""
     try:
@@ -64,7 +64,7 @@ async def grant_extension(request: Request, by: User = Depends(instructor),
 
 @router.delete("/{username}/{exercise}")
 def remove_extension(username: str, exercise: str, request: Request,
-                     _: User = Depends(instructor), db: Session = Depends(get_db)):
+                     _: User = Depends(instructor), db: Session = Depends(get_db, scope="function")):
     state = request.app.state
     try:
         changed = revoke(db, state.settings, state.exercises, username, exercise)

@@ -13,7 +13,7 @@ router = APIRouter(prefix="/api/leaderboard", tags=["leaderboard"])
 
 
 @router.get("/{exercise}")
-def leaderboard(exercise: str, request: Request, db: Session = Depends(get_db)):
+def leaderboard(exercise: str, request: Request, db: Session = Depends(get_db, scope="function")):
     """{"exercise", "late_policy", "late_policy_says", "entries": [{"rank", "display_name",
     "score", "fraction_of_copy", "gbs", "device", "late", "submitted_at"}]}: read once per
     change, then served as it is. LATE_POLICY decides which submission counts."""

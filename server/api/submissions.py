@@ -43,7 +43,7 @@ async def _read_body(request: Request) -> tuple[str, str | None, str, str | byte
 
 @router.post("", status_code=202)
 async def create_submission(request: Request, user: User = Depends(current_user),
-                            db: Session = Depends(get_db)):
+                            db: Session = Depends(get_db, scope="function")):
     exercise, language, filename, raw = await _read_body(request)
     try:
         submission = accept_submission(db, request.app.state.settings, request.app.state.exercises,
@@ -59,7 +59,7 @@ async def create_submission(request: Request, user: User = Depends(current_user)
 
 @router.get("")
 def my_submissions(request: Request, exercise: str | None = None,
-                   user: User = Depends(current_user), db: Session = Depends(get_db)):
+                   user: User = Depends(current_user), db: Session = Depends(get_db, scope="function")):
     query = select(Submission).where(Submission.user_id == user.id)
     if exercise:
         query = query.where(Submission.exercise == exercise)
@@ -69,7 +69,7 @@ def my_submissions(request: Request, exercise: str | None = None,
 
 @router.get("/{submission_id}", name="get_submission")
 def get_submission(submission_id: DbId, request: Request, user: User = Depends(current_user),
-                   db: Session = Depends(get_db)):
+                   db: Session = Depends(get_db, scope="function")):
     s = own_submission(db, user, submission_id)
     out = submission_json(request, s)
     progress = progress_of(request, db, s)  # {"queue_position", "checks", ...} while waiting
