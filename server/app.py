@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import metrics, web, web_extensions
 from .api import admin, exercises, extensions, internal, leaderboard, submissions
-from .auth import hash_token, new_token
+from .auth import end_sessions_of, hash_token, new_token
 from .db import make_engine, make_sessionmaker
 from .graders_client import GradersClient
 from .limits import BodyLimit
@@ -37,8 +37,9 @@ def bootstrap_instructor(sessions, settings: Settings) -> str | None:
             if admin_user is None:
                 db.add(User(username="instructor", display_name="Instructor",
                             role=Role.INSTRUCTOR, token_hash=digest))
-            else:
+            elif admin_user.token_hash != digest:  # a new ADMIN_TOKEN signs the old one's out
                 admin_user.token_hash = digest
+                end_sessions_of(db, admin_user.id)
             return None
         if admin_user is None:
             token = new_token()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from .models import Role, User, WebSession
+from .models import Role, User, WebSession, utcnow
 
 bearer = HTTPBearer(auto_error=False)
 
@@ -38,19 +39,51 @@ def user_for_token(db: Session, token: str | None) -> User | None:
     return db.scalar(select(User).where(User.token_hash == hash_token(token)))
 
 
-def user_for_session(db: Session, session_token: str | None) -> User | None:
-    """The user a browser's session cookie stands for, while the session exists."""
+# A browser's session ends (issue 26, item 4): when it is older than SESSION_DAYS; when the
+# API token it was made with is re-issued or ADMIN_TOKEN changes (the session keeps the hash
+# of that token, and counts only while the user's token is still it: however the token
+# changes); when its user signs in for the MAX_SESSIONS_PER_USER + 1st time (the oldest
+# goes). Each sign-in also deletes every expired session, so the table stays bounded.
+MAX_SESSIONS_PER_USER = 10
+
+
+def session_lifetime(request: Request) -> timedelta:
+    return timedelta(days=request.app.state.settings.session_days)
+
+
+def user_for_session(db: Session, session_token: str | None,
+                     lifetime: timedelta) -> User | None:
+    """The user a browser's session cookie stands for, while the session lasts."""
     if not session_token:
         return None
     return db.scalar(select(User).join(WebSession, WebSession.user_id == User.id)
-                     .where(WebSession.token_hash == hash_token(session_token)))
+                     .where(WebSession.token_hash == hash_token(session_token),
+                            WebSession.user_token_hash == User.token_hash,
+                            WebSession.created_at > utcnow() - lifetime))
 
 
-def start_session(db: Session, user: User) -> str:
+def session_user(request: Request, db: Session) -> User | None:
+    """The signed-in browser's user, from its session cookie, if the session still lasts."""
+    return user_for_session(db, request.cookies.get(COOKIE), session_lifetime(request))
+
+
+def start_session(db: Session, user: User, lifetime: timedelta) -> str:
+    db.execute(delete(WebSession).where(WebSession.created_at <= utcnow() - lifetime))
+    newest = select(WebSession.id).where(WebSession.user_id == user.id) \
+        .order_by(WebSession.id.desc()).limit(MAX_SESSIONS_PER_USER - 1)
+    db.execute(delete(WebSession).where(WebSession.user_id == user.id,
+                                        WebSession.id.not_in(newest)))
     token = new_token()
-    db.add(WebSession(user_id=user.id, token_hash=hash_token(token)))
+    db.add(WebSession(user_id=user.id, token_hash=hash_token(token),
+                      user_token_hash=user.token_hash))
     db.commit()
     return token
+
+
+def end_sessions_of(db: Session, user_id: int) -> None:
+    """Every browser session of a user whose token changed (they would not count anyway:
+    this keeps the table small). The caller commits."""
+    db.execute(delete(WebSession).where(WebSession.user_id == user_id))
 
 
 def end_session(db: Session, session_token: str | None) -> None:
@@ -73,7 +106,7 @@ def current_user(request: Request,
         raise HTTPException(401, "missing bearer token: send `Authorization: Bearer <token>`",
                             headers={"WWW-Authenticate": "Bearer"})
     user = user_for_token(db, credentials.credentials) if credentials else \
-        user_for_session(db, cookie)
+        session_user(request, db)
     if user is None:
         raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
     return user
@@ -92,4 +125,4 @@ def optional_user(request: Request,
     deadline, say). An unknown token reads like no token: the page is public either way."""
     if credentials is not None:
         return user_for_token(db, credentials.credentials)
-    return user_for_session(db, request.cookies.get(COOKIE))
+    return session_user(request, db)

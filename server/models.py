@@ -53,12 +53,14 @@ USERNAME_PATTERN = r"[A-Za-z0-9_.@-]{1,64}"
 
 class User(Base):
     __tablename__ = "users"
+    __table_args__ = (Index("ix_users_token_hash", "token_hash"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     username: Mapped[str] = mapped_column(String(64), unique=True)
     display_name: Mapped[str] = mapped_column(String(128))
     role: Mapped[Role] = mapped_column(_enum(Role))
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    # unique (a constraint) and indexed apart, as the migrations made it
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -67,11 +69,16 @@ class WebSession(Base):
     so that signing out ends it (the API token stays valid for curl)."""
 
     __tablename__ = "web_sessions"
+    __table_args__ = (Index("ix_web_sessions_token_hash", "token_hash"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # unique (a constraint) and indexed apart, as the migrations made it
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
+                                                 index=True)
+    # the user's API token (its hash) the session was made with: a re-issued token ends it
+    user_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Submission(Base):

@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     # when set, GET /metrics asks for it as a bearer token (Prometheus' `authorization`);
     # unset, the counts are public, as on a server only the operator's proxy reaches
     metrics_token: str | None = None
+    session_days: float = 14.0  # a browser's sign-in lasts this long (server/auth.py)
 
     # grading
     grader_python: str = sys.executable  # the Python that runs `-m graders`

@@ -33,7 +33,8 @@ from . import csrf
 from .api.admin import BOM, UTF8, WINDOWS_1252, _upsert, csv_cell, roster_from_csv, roster_text
 from .api.common import NOT_SCORED, exercise_or_error, iso, own_submission, readable
 from .api.validation import MAX_ID, DbId, FlagName
-from .auth import COOKIE, end_session, get_db, start_session, user_for_session, user_for_token
+from .auth import (COOKIE, end_session, get_db, session_lifetime, session_user, start_session,
+                   user_for_token)
 from .models import Flag, Role, Submission, User, as_utc
 from .progress import progress_of
 from .deadlines import all_extensions, deadline_for, deadlines_for
@@ -132,11 +133,11 @@ router = APIRouter(include_in_schema=False)
 
 def user_for_token_in(request: Request) -> User | None:
     with request.app.state.sessionmaker() as db:
-        return user_for_session(db, request.cookies.get(COOKIE))
+        return session_user(request, db)
 
 
 def viewer(request: Request, db: Session = Depends(get_db, scope="function")) -> User | None:
-    return user_for_session(db, request.cookies.get(COOKIE))
+    return session_user(request, db)
 
 
 def signed_in(request: Request, user: User | None = Depends(viewer)) -> User:
@@ -199,8 +200,10 @@ def signin(request: Request, token: str = Form(""), next: str = Form(""),
         return render(request, "signin.html", None, 401, next=own_path(next, ""),
                       error="That token is not known. Ask your instructor for yours.")
     response = RedirectResponse(own_path(next), status_code=303)
-    response.set_cookie(COOKIE, start_session(db, user), httponly=True, samesite="lax",
-                        secure=request.url.scheme == "https", max_age=60 * 60 * 24 * 120)
+    lifetime = session_lifetime(request)
+    response.set_cookie(COOKIE, start_session(db, user, lifetime), httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https",
+                        max_age=int(lifetime.total_seconds()))
     return response
 
 

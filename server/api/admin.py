@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, model_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..auth import get_db, hash_token, instructor, new_token
+from ..auth import end_sessions_of, get_db, hash_token, instructor, new_token
 from ..deadlines import applying, deadline_of, extensions_by_student
 from ..filenames import attachment
 from ..models import USERNAME_PATTERN, Flag, Role, Submission, User
@@ -92,6 +92,7 @@ def _upsert(db: Session, students: list[StudentIn]) -> list[dict[str, str]]:
             raise HTTPException(409, f"{student.username!r} is an instructor")
         else:
             user.display_name, user.token_hash = student.display_name, hash_token(token)
+            end_sessions_of(db, user.id)  # the old token's browsers are signed out
         issued.append({"username": student.username, "display_name": student.display_name,
                        "token": token})
     db.commit()
