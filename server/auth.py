@@ -56,10 +56,16 @@ def user_for_session(db: Session, session_token: str | None,
     """The user a browser's session cookie stands for, while the session lasts."""
     if not session_token:
         return None
-    return db.scalar(select(User).join(WebSession, WebSession.user_id == User.id)
-                     .where(WebSession.token_hash == hash_token(session_token),
-                            WebSession.user_token_hash == User.token_hash,
-                            WebSession.created_at > utcnow() - lifetime))
+    return db.scalar(session_query(session_token, lifetime))
+
+
+def session_query(session_token: str, lifetime: timedelta):
+    """The user of a session that still lasts: made with the user's token of now, younger
+    than ``lifetime``."""
+    return (select(User).join(WebSession, WebSession.user_id == User.id)
+            .where(WebSession.token_hash == hash_token(session_token),
+                   WebSession.user_token_hash == User.token_hash,
+                   WebSession.created_at > utcnow() - lifetime))
 
 
 def session_user(request: Request, db: Session) -> User | None:

@@ -67,9 +67,12 @@ class Claimer:
         with self.sessions.begin() as db:
             for sid in db.scalars(select(Submission.id).where(waiting)
                                   .order_by(Submission.id).limit(5)):
+                # board_neutral: waiting work is on no board, a regrade stays on its own
+                # grade's place while it runs (services.on_the_board): no board changes
                 result = db.execute(
                     update(Submission).where(Submission.id == sid, waiting)
-                    .values(status=Status.RUNNING, attempts=Submission.attempts + 1, **values))
+                    .values(status=Status.RUNNING, attempts=Submission.attempts + 1, **values)
+                    .execution_options(board_neutral=True))
                 if result.rowcount == 1:
                     s = db.get(Submission, sid)
                     db.refresh(s)
@@ -83,10 +86,14 @@ def release(db: Session, where: ColumnElement[bool]) -> int:
     grade. Its attempt is over: a result still on its way for it is refused."""
     cleared = dict(started_at=None, dispatched_at=None, heartbeat_at=None, worker=None)
     running = Submission.status == Status.RUNNING
+    # board_neutral: a running regrade and its old grade are on the board alike, and new
+    # work is on none, running or waiting (server/boards.py)
     regrades = db.execute(update(Submission).where(running, Submission.regrade_pending, where)
-                          .values(status=Status.GRADED, **cleared)).rowcount or 0
+                          .values(status=Status.GRADED, **cleared)
+                          .execution_options(board_neutral=True)).rowcount or 0
     new = db.execute(update(Submission).where(running, where)
-                     .values(status=Status.QUEUED, **cleared)).rowcount or 0
+                     .values(status=Status.QUEUED, **cleared)
+                     .execution_options(board_neutral=True)).rowcount or 0
     return regrades + new
 
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import logging
 
-import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import PurePath
 
-from sqlalchemy import event, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from graders.vocabulary import LANGUAGE_BY_SUFFIX
@@ -131,10 +129,14 @@ def requeue(db: Session, submission_id: int | None = None, exercise: str | None 
         return query.where(Submission.id == submission_id) if submission_id is not None else \
             query.where(Submission.exercise == exercise)
 
+    # board_neutral: a grade waiting for its regrade stays on the board as it was, and
+    # work in `error` is on no board, waiting or not (server/boards.py)
     count = db.execute(scope(update(Submission).where(Submission.status == Status.GRADED))
-                       .values(regrade_pending=True, attempts=0)).rowcount
+                       .values(regrade_pending=True, attempts=0)
+                       .execution_options(board_neutral=True)).rowcount
     count += db.execute(scope(update(Submission).where(Submission.status == Status.ERROR))
-                        .values(status=Status.QUEUED, attempts=0, started_at=None)).rowcount
+                        .values(status=Status.QUEUED, attempts=0, started_at=None)
+                        .execution_options(board_neutral=True)).rowcount
     db.commit()
     return count
 
@@ -156,19 +158,6 @@ def own_work_in_flight():
         (Submission.status == Status.RUNNING) & ~Submission.regrade_pending)
 
 
-# Leaderboards are read far more often than anything changes: each is kept until the next
-# commit in this process (results, flags, rosters and submissions are all written here;
-# remote workers hand their results to this server, never to the database).
-_board_cache: dict[tuple[str, str], tuple[int, tuple[list[tuple[int, dict]], bytes]]] = {}
-_commits = itertools.count()
-_version = [next(_commits)]
-
-
-@event.listens_for(Session, "after_commit")
-def _data_changed(session) -> None:
-    _version[0] = next(_commits)
-
-
 # How late work counts (LATE_POLICY), the same on the leaderboard, in the API and the CSV.
 LATE_POLICIES = {
     "on_time_first": "late work counts only for a student with nothing on time, and ranks "
@@ -176,29 +165,6 @@ LATE_POLICIES = {
     "best_counts": "late work counts like on-time work (marked late)",
     "on_time_only": "late work is graded and shown to its student, but never counts",
 }
-
-
-def leaderboard(db: Session, exercise: str, policy: str) -> list[tuple[int, dict]]:
-    """(user id, entry) per student: each one's counted submission; never any source."""
-    return _board(db, exercise, policy)[0]
-
-
-def leaderboard_json(db: Session, exercise: str, policy: str) -> bytes:
-    """The API's answer, encoded once per change: {"exercise", "late_policy", "entries"}."""
-    return _board(db, exercise, policy)[1]
-
-
-def _board(db: Session, exercise: str, policy: str) -> tuple[list[tuple[int, dict]], bytes]:
-    version = _version[0]
-    cached = _board_cache.get((exercise, policy))
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    entries = _leaderboard(db, exercise, policy)
-    encoded = json.dumps({"exercise": exercise, "late_policy": policy,
-                          "late_policy_says": LATE_POLICIES[policy],
-                          "entries": [e for _, e in entries]}, separators=(",", ":")).encode()
-    _board_cache[(exercise, policy)] = (version, (entries, encoded))
-    return entries, encoded
 
 
 def _order(columns, policy: str) -> tuple:
@@ -222,7 +188,9 @@ def _ranked(exercise: str, policy: str):
             .join(User, Submission.user_id == User.id).where(*counted).subquery())
 
 
-def _leaderboard(db: Session, exercise: str, policy: str) -> list[tuple[int, dict]]:
+def compute_leaderboard(db: Session, exercise: str, policy: str) -> list[tuple[int, dict]]:
+    """(user id, entry) per student: each one's counted submission; never any source.
+    Read through server/boards.py, which keeps it until something on it changes."""
     # one row per student, and only the columns the board shows
     ranked = _ranked(exercise, policy)
     rows = db.execute(select(ranked, User.display_name)

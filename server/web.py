@@ -24,6 +24,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse,
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -39,8 +40,8 @@ from .models import Flag, Role, Submission, User, as_utc
 from .progress import progress_of
 from .deadlines import all_extensions, deadline_for, deadlines_for
 from .filenames import attachment, stored_name
-from .services import (LATE_POLICIES, Refused, accept_submission,
-                       leaderboard, requeue, submissions_query)
+from . import boards, readers
+from .services import LATE_POLICIES, Refused, accept_submission, requeue, submissions_query
 from .settings import REPO_ROOT
 from .student_params import params_for
 
@@ -168,7 +169,8 @@ def instructor_page(user: User = Depends(signed_in)) -> User:
     return user
 
 
-def render(request: Request, name: str, user: User | None, status_code: int = 200,
+def render(request: Request, name: str, user: User | readers.Reader | None,
+           status_code: int = 200,
            **context: Any) -> HTMLResponse:
     token, new_seed = csrf.form_token(request)  # every form on the page carries it
     response = templates.TemplateResponse(request, name, {"user": user, "csrf": token,
@@ -395,14 +397,42 @@ def leaderboard_index(request: Request):
 
 
 @router.get("/leaderboard/{name}", response_class=HTMLResponse)
-def leaderboard_page(name: str, request: Request, user: User | None = Depends(viewer),
-                     db: Session = Depends(get_db, scope="function")):
+async def leaderboard_page(name: str, request: Request):
+    """The most read page, served on the event loop (no thread, no database) while its
+    board is fresh and its reader is known (server/readers.py); else looked up on a thread."""
     exercise = exercise_or_error(request, name)
     policy = request.app.state.settings.late_policy
-    rows = [dict(entry, mine=bool(user and student_id == user.id))
-            for student_id, entry in leaderboard(db, name, policy)]
-    return render(request, "leaderboard.html", user, exercise=exercise, rows=rows,
+    snapshot = boards.cached(name, policy)
+    known, reader = readers.remembered(request)
+    if snapshot is None or not known:
+        snapshot, reader = await run_in_threadpool(_board_and_reader, request, name, policy)
+    return render(request, "leaderboard.html", reader, exercise=exercise,
+                  rows=_board_rows(snapshot, reader),
                   exercises=request.app.state.exercises, late_policy=LATE_POLICIES[policy])
+
+
+def _board_and_reader(request: Request, name: str,
+                      policy: str) -> tuple[boards.Snapshot, readers.Reader | None]:
+    snapshot = boards.board(request.app.state.sessionmaker, name, policy)
+    with request.app.state.sessionmaker() as db:
+        return snapshot, readers.look_up(request, db)
+
+
+_board_row = templates.env.get_template("_board_row.html").module.board_row
+
+
+def _board_rows(snapshot: boards.Snapshot, user: readers.Reader | None) -> Markup:
+    """The board's rows as HTML, rendered once per board (300 rows took most of a page's
+    time); the reader's own row rendered again, marked as theirs."""
+    rows = snapshot.rendered.get("rows")
+    if rows is None:  # two threads may both render it: the same rows either way
+        rows = snapshot.rendered["rows"] = [_board_row(entry, False)
+                                            for _, entry in snapshot.entries]
+        snapshot.rendered["html"] = Markup("\n".join(rows))
+    if user is None or all(student_id != user.id for student_id, _ in snapshot.entries):
+        return snapshot.rendered["html"]
+    return Markup("\n".join(_board_row(entry, True) if student_id == user.id else row
+                             for (student_id, entry), row in zip(snapshot.entries, rows)))
 
 
 # -- instructor -----------------------------------------------------------------------------

@@ -105,6 +105,8 @@ def test_an_oversized_body_is_refused_before_it_is_read(client, path):
 def test_the_leaderboard_reads_no_source_and_is_served_from_cache_until_a_change(client):
     from sqlalchemy import event
 
+    from test_boards import settle
+
     tokens = add_students(client, "ada", "bob")
     for name in tokens:
         assert submit(client, tokens[name]).status_code == 202
@@ -112,13 +114,19 @@ def test_the_leaderboard_reads_no_source_and_is_served_from_cache_until_a_change
         if len(client.get("/api/leaderboard/safe_softmax").json()["entries"]) == 2:
             break
         time.sleep(0.05)
+    settle(client)
     engine = client.app.state.sessionmaker.kw["bind"]
     statements = []
     listener = lambda conn, cursor, sql, *rest: statements.append(sql)  # noqa: E731
     event.listen(engine, "before_cursor_execute", listener)
     try:
         client.post("/api/admin/students", json={"students": [
-            {"username": "cy", "display_name": "Cy"}]}, headers=auth(ADMIN))  # a change
+            {"username": "cy", "display_name": "Cy"}]}, headers=auth(ADMIN))  # on no board
+        statements.clear()
+        unchanged = client.get("/api/leaderboard/safe_softmax").json()
+        after_cy = list(statements)
+        client.post("/api/admin/students", json={"students": [
+            {"username": "bob", "display_name": "Robert"}]}, headers=auth(ADMIN))  # a change
         statements.clear()
         first = client.get("/api/leaderboard/safe_softmax").json()
         read = list(statements)
@@ -126,7 +134,9 @@ def test_the_leaderboard_reads_no_source_and_is_served_from_cache_until_a_change
         again = client.get("/api/leaderboard/safe_softmax").json()
     finally:
         event.remove(engine, "before_cursor_execute", listener)
-    assert [e["display_name"] for e in first["entries"]] == ["Ada", "Bob"] and again == first
+    assert [e["display_name"] for e in unchanged["entries"]] == ["Ada", "Bob"]
+    assert not any("submissions" in sql for sql in after_cy)  # a new student changes no board
+    assert [e["display_name"] for e in first["entries"]] == ["Ada", "Robert"] and again == first
     assert read and not any("source" in sql for sql in read)
     assert not any("submissions" in sql for sql in statements)  # the second: from the cache
 

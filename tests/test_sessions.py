@@ -5,6 +5,7 @@ browser session made with the old token still read `/me`, `/admin` and `export.c
 session never expired; 200 sign-ins left 200 rows.
 """
 
+import re
 from datetime import timedelta
 
 from alembic.autogenerate import compare_metadata
@@ -12,11 +13,12 @@ from alembic.migration import MigrationContext
 from sqlalchemy import func, select, update
 from starlette.testclient import TestClient
 
+from server import auth, readers
 from server.app import create_app
 from server.auth import COOKIE, MAX_SESSIONS_PER_USER
 from server.db import make_engine
 from server.migrate import upgrade
-from server.models import Base, User, WebSession
+from server.models import Base, User, WebSession, utcnow
 from test_server_api import ADMIN, add_students, running, settings_for
 from test_web_pages import form_token, sign_in
 
@@ -114,3 +116,31 @@ def test_the_migrations_build_the_models_tables(database_url):
     with engine.connect() as conn:
         differences = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert differences == []
+
+
+def _leaderboard_reader(client) -> str | None:
+    """Whose name the leaderboard page's header shows (it keeps readers in memory:
+    server/readers.py), or None when it reads as signed out."""
+    page = client.get("/leaderboard/safe_softmax").text
+    match = re.search(r"<span>([^<]+)</span>", page[:page.index("<main")])
+    return match.group(1) if match else None
+
+
+def test_the_leaderboard_page_forgets_a_session_the_moment_it_ends(tmp_path, monkeypatch):
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}") as client:
+        tokens = add_students(client, "ada", "bob")
+        sign_in(client, tokens["ada"])
+        assert _leaderboard_reader(client) == "Ada"
+        assert _leaderboard_reader(client) == "Ada"  # now from memory
+        add_students(client, "ada")  # re-issued
+        assert _leaderboard_reader(client) is None
+        sign_in(client, tokens["bob"])
+        assert _leaderboard_reader(client) == "Bob"
+        client.post("/signout", data={"csrf": form_token(client, "/exercises")})
+        assert _leaderboard_reader(client) is None
+        sign_in(client, tokens["bob"])
+        assert _leaderboard_reader(client) == "Bob"
+        later = utcnow() + timedelta(days=14, minutes=1)  # expired, remembered or not
+        for module in (auth, readers):
+            monkeypatch.setattr(module, "utcnow", lambda: later)
+        assert _leaderboard_reader(client) is None

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request, Response
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
 
-from ..auth import get_db
-from ..services import leaderboard_json
+from .. import boards
 from .common import exercise_or_error
 
 router = APIRouter(prefix="/api/leaderboard", tags=["leaderboard"])
 
 
+def _compute(request: Request, exercise: str, policy: str) -> boards.Snapshot:
+    return boards.board(request.app.state.sessionmaker, exercise, policy)
+
+
 @router.get("/{exercise}")
-def leaderboard(exercise: str, request: Request, db: Session = Depends(get_db, scope="function")):
+async def leaderboard(exercise: str, request: Request):
     """{"exercise", "late_policy", "late_policy_says", "entries": [{"rank", "display_name",
-    "score", "fraction_of_copy", "gbs", "device", "late", "submitted_at"}]}: read once per
-    change, then served as it is. LATE_POLICY decides which submission counts."""
+    "score", "fraction_of_copy", "gbs", "device", "late", "submitted_at"}]}: computed once
+    per change, then served as it is, with an ETag (send it back as If-None-Match: 304 while
+    nothing changed). LATE_POLICY decides which submission counts."""
     exercise_or_error(request, exercise)
     policy = request.app.state.settings.late_policy
-    return Response(leaderboard_json(db, exercise, policy), media_type="application/json")
+    # a fresh board is served from here, on the event loop: no thread, no database session
+    snapshot = boards.cached(exercise, policy) or \
+        await run_in_threadpool(_compute, request, exercise, policy)
+    headers = {"ETag": snapshot.etag, "Cache-Control": "no-cache"}  # revalidate each time
+    if snapshot.etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    return Response(snapshot.json, media_type="application/json", headers=headers)
