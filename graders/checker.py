@@ -177,8 +177,8 @@ class Grader:
             self.launcher = launcher or default_launcher(sandbox=True)
         self.pool = pool or RunnerPool(self.device, self.launcher)
         self.lanes = lanes or default_lanes(self.device)
-        self.timeout_s = timeout_s or exercise.timeouts_s[
-            Device.CUDA if self.device == Device.CUDA else Device.CPU]
+        self.timeout_s = timeout_s or exercise.run_limit_s(
+            Device.CUDA if self.device == Device.CUDA else Device.CPU)
         self.budget_s = call_budget_s or exercise.call_budgets_s[
             Device.CUDA if self.device == Device.CUDA else Device.CPU]
         self.on_check = on_check

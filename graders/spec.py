@@ -25,6 +25,15 @@ from .vocabulary import Device
 # and a busy host (docs/benchmarks.md). The CPU interpreter runs a program in ~3 ms.
 CALL_BUDGETS_S = {Device.CPU: 60.0, Device.CUDA: 20.0}
 
+# A whole run's time (issue 26, item 9): a kernel that sleeps just under each call's budget
+# held a slot for 300 s (the run's old wall clock). A run now gets RUN_MULTIPLE times its
+# exercise's reference grading time on that device (``cpu_reference_s``/``cuda_reference_s``
+# in the spec's [limits], measured), and never less than the floor: a GPU run may compile a
+# kernel per block size (up to ~10 s each at 65,536 elements on the H200), the interpreter
+# is slow. Past it the run ends as `timeout`, keeping the points already earned.
+RUN_MULTIPLE = 5
+RUN_FLOORS_S = {Device.CPU: 45.0, Device.CUDA: 90.0}
+
 
 class SpecError(Exception):
     """An exercise folder is malformed: a grader fault, never the student's."""
@@ -122,6 +131,15 @@ class ExerciseSpec:
     hip: HipSpec | None = None
     params: tuple[ParamSpec, ...] = ()  # per-submission values (graders/params.py)
     extra: dict[str, Any] = field(default_factory=dict)
+    reference_s: dict[Device, float] = field(default_factory=dict)  # measured, per device
+
+    def run_limit_s(self, device: Device) -> float:
+        """How long one grading may take on ``device``: RUN_MULTIPLE times the reference's
+        own grading, at least the floor, at most the spec's wall clock (``*_timeout_s``)."""
+        reference = self.reference_s.get(device)
+        if not reference:
+            return self.timeouts_s[device]
+        return min(self.timeouts_s[device], max(RUN_FLOORS_S[device], RUN_MULTIPLE * reference))
 
     def resolve_params(self, given: Any) -> dict[str, Any]:
         """Every declared parameter's value for one grading; ParamError if ``given`` does
@@ -264,6 +282,9 @@ def load_spec(folder: Path) -> ExerciseSpec:
             Device.CPU: float(limits.get("cpu_call_budget_s", CALL_BUDGETS_S[Device.CPU])),
             Device.CUDA: float(limits.get("cuda_call_budget_s", CALL_BUDGETS_S[Device.CUDA])),
         },
+        reference_s={device: float(limits[f"{device.value}_reference_s"])
+                     for device in (Device.CPU, Device.CUDA)
+                     if f"{device.value}_reference_s" in limits},
         hints={str(k): str(v) for k, v in raw.get("hints", {}).items()},
         order=int(raw.get("order", 0)),
         deadline=raw.get("deadline"),

@@ -31,7 +31,8 @@ from sqlalchemy.orm import Session
 from graders.vocabulary import LANGUAGE_BY_SUFFIX, Verdict
 
 from . import csrf
-from .api.admin import BOM, UTF8, WINDOWS_1252, _upsert, csv_cell, roster_from_csv, roster_text
+from .api.admin import (BOM, UTF8, WINDOWS_1252, csv_cell, issue_tokens, roster_from_csv,
+                         roster_text)
 from .api.common import NOT_SCORED, exercise_or_error, iso, own_submission, readable
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import (COOKIE, end_session, get_db, session_lifetime, session_user, start_session,
@@ -576,7 +577,9 @@ async def admin_roster(request: Request, file: UploadFile | None = None,
         if uploaded:
             which = f" ({PurePath(file.filename).name})"
             text, encoding = roster_text(await file.read())
-        issued = _upsert(db, roster_from_csv(text).students)
+        # on a thread: a long roster must not hold up the other requests (issue 26, item 6)
+        roster = await run_in_threadpool(roster_from_csv, text)
+        issued = await run_in_threadpool(issue_tokens, db, roster.students)
     except (ValueError, HTTPException) as exc:
         db.rollback()  # students added before the bad line are not shown, nor kept
         return _admin(request, user, db, status=422, roster_text=text,

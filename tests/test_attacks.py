@@ -5,6 +5,7 @@ margin, that no process of the job is left behind, and that the same slot then
 grades a correct kernel normally. The table of verdicts is printed (pytest -s).
 """
 
+import dataclasses
 import os
 import socket
 import threading
@@ -282,3 +283,40 @@ raise RuntimeError(f"seed at {where}: {tried} read {open(where + '/KEY/kernel.cu
     assert "wrote" not in result.message and "read \"grader's\"" in result.message
     assert sorted(p.name for p in seed.rglob("*")) == ["KEY", "kernel.cubin"]
     assert (seed / "KEY" / "kernel.cubin").read_text() == "grader's"
+
+
+def test_a_kernel_that_sleeps_under_each_calls_budget_ends_at_the_runs_limit(
+        slot, tmp_path, monkeypatch):
+    """Issue 26, item 9: `time.sleep(50)` per call stayed under the 60 s call budget and held
+    the slot for the run's 300 s wall clock. Scaled down here: 2 s a call under a 3 s budget,
+    and a run limit of 6 s (the floor) instead of 45 s; every check has several calls."""
+    from graders import spec
+
+    monkeypatch.setattr(spec, "RUN_FLOORS_S", {Device.CPU: 6.0, Device.CUDA: 6.0})
+    exercise = dataclasses.replace(get_exercise("safe_softmax"), reference_s={Device.CPU: 1.0})
+    assert exercise.run_limit_s(Device.CPU) == 6.0
+    path = tmp_path / "submission.py"
+    path.write_text(SAFE_KERNEL + "\n\ndef softmax(x):\n    import time\n    time.sleep(2)\n"
+                    "    y = torch.empty_like(x)\n    launch(x, y)\n    return y\n")
+    started = time.monotonic()
+    result = slot.grade(exercise, path, call_budget_s=3)
+    elapsed = time.monotonic() - started
+    print(f"\nsleeping 2 s a call: {result.verdict.value} in {elapsed:.1f} s: "
+          f"{result.message[:120]}")
+    assert result.verdict is Verdict.TIMEOUT, result.message
+    assert "6 s limit" in result.message
+    assert elapsed < 6 + MARGIN_S
+    assert _leftovers() == [] and slot.healthy, slot.problem
+
+
+def test_the_run_limit_is_a_multiple_of_the_references_time_within_floor_and_wall_clock():
+    from graders.spec import RUN_FLOORS_S, RUN_MULTIPLE
+
+    exercise = get_exercise("safe_softmax")
+    assert exercise.run_limit_s(Device.CPU) == RUN_FLOORS_S[Device.CPU] == 45
+    assert exercise.run_limit_s(Device.CUDA) == RUN_FLOORS_S[Device.CUDA] == 90
+    slow = dataclasses.replace(exercise, reference_s={Device.CPU: 20.0, Device.CUDA: 100.0})
+    assert slow.run_limit_s(Device.CPU) == RUN_MULTIPLE * 20.0
+    assert slow.run_limit_s(Device.CUDA) == exercise.timeouts_s[Device.CUDA]  # the cap
+    unmeasured = dataclasses.replace(exercise, reference_s={})
+    assert unmeasured.run_limit_s(Device.CPU) == exercise.timeouts_s[Device.CPU]
