@@ -129,6 +129,9 @@ class CloseReport:
     all_killed: bool
 
 
+PROCESS_POLL_S = 0.2  # how often a call's job has its processes counted
+
+
 def _start_timer(seconds: float, action: Callable[[], None]) -> threading.Timer:
     timer = threading.Timer(seconds, action)
     timer.daemon = True  # a watchdog never keeps the grader alive
@@ -149,8 +152,11 @@ class RunnerProcess:
     output: CappedOutput | None = None
     killed_at_deadline: bool = False
     over_budget: bool = False  # killed because the call in flight outran its budget
+    forked_too_much: bool = False  # killed for more processes than a kernel needs
+    max_processes: int = 0  # 0: not watched (no cgroup and no job uid to count by)
     _watchdog: threading.Timer | None = field(default=None, repr=False)
     _call_timer: threading.Timer | None = field(default=None, repr=False)
+    _call_over: threading.Event | None = field(default=None, repr=False)
 
     def send(self, header: dict, arrays=None) -> None:
         protocol.send(self.to_runner, header, arrays)
@@ -202,15 +208,39 @@ class RunnerProcess:
         return self.launcher.inbox_path(self.job, name)
 
     def begin_call(self, budget_s: float | None) -> None:
-        """Kill the runner unless the call now sent is answered within ``budget_s``."""
+        """Kill the runner unless the call now sent is answered within ``budget_s``, or as
+        soon as its job holds more than ``max_processes`` processes."""
         self.end_call()
         if budget_s:
             self._call_timer = _start_timer(budget_s, self._on_budget)
+        if self.max_processes and (self.cgroup or self.job_uid is not None):
+            self._call_over = threading.Event()
+            threading.Thread(target=self._watch_processes, args=(self._call_over,),
+                             daemon=True, name="process-watch").start()
 
     def end_call(self) -> None:
         if self._call_timer:
             self._call_timer.cancel()
             self._call_timer = None
+        if self._call_over is not None:
+            self._call_over.set()
+            self._call_over = None
+
+    def _job_processes(self) -> int:
+        if self.cgroup:
+            return len(self.cgroup.pids())
+        return len(jobuids.processes_of(self.job_uid)) if self.job_uid is not None else 0
+
+    def _watch_processes(self, over: threading.Event) -> None:
+        """A fork bomb reaches the job's task cap (RLIMIT_NPROC or pids.max) in
+        milliseconds, and its hundreds of spinning processes then slowed the grading beside
+        it ninefold on the H200, a host without cgroups, for as long as the run lasted. It
+        is stopped within a poll instead (issue 26, item 10)."""
+        while not over.wait(PROCESS_POLL_S):
+            if self._job_processes() > self.max_processes:
+                self.forked_too_much = True
+                self.kill()
+                return
 
     def _on_budget(self) -> None:
         self.over_budget = True
@@ -367,6 +397,7 @@ def start_runner(device: str, timeout_s: float, launcher: Launcher,
         launcher=launcher,
         cgroup=cgroup,
         job_uid=job_uid,
+        max_processes=limits.max_processes,
     )
     runner.output = CappedOutput(proc.stdout, limits.output_keep_bytes, limits.output_max_bytes,
                                  on_flood=runner.kill)

@@ -55,6 +55,9 @@ class SandboxUnavailable(Exception):
 class Limits:
     memory_bytes: int = 6 << 30  # host memory, via the job cgroup
     max_pids: int = 512  # tasks (threads count too: torch starts one per core)
+    # processes (not threads) a job may have while a call runs; past it the job is killed at
+    # once: a runner, its sandbox and a compiler or two need a handful (issue 26, item 10)
+    max_processes: int = 64
     cpu_seconds_margin: int = 30  # RLIMIT_CPU = wall clock + this (threads add up)
     file_bytes: int = 64 << 20  # RLIMIT_FSIZE: largest file it may write
     tmp_bytes: int = 512 << 20  # size of its private /tmp

@@ -145,6 +145,11 @@ class Session:
             return RunStopped(Verdict.TIMEOUT,
                               f"the run went past its {self.timeout_s:g} s limit {during}: "
                               "an endless loop, or a kernel far too slow?".replace("  ", " "))
+        if getattr(runner, "forked_too_much", False):  # a fork bomb: the run ends here, whatever the check
+            return RunStopped(Verdict.RUNTIME_ERROR,
+                              f"the submission started more than {runner.max_processes} "
+                              f"processes {during} (a fork bomb?) and was stopped; the checks "
+                              "already passed keep their points")
         if runner.flooded_output:
             return RunStopped(Verdict.OUTPUT_LIMIT,
                               f"the submission printed more than {limits.output_max_bytes >> 20}"
