@@ -34,6 +34,7 @@ from .pool import ReadyRunner, RunnerPool
 from .results import CheckResult, GradeResult
 from .sandbox import default_launcher
 from .session import (CallOverrun, CallRefused, RunnerCrashed, RunStopped, Session,
+                      fork_bomb_message,
                       overrun_message, run_message)
 from .spec import CheckSpec, ExerciseSpec, PerformanceSpec, SpecError
 from .vocabulary import Device, Language, Verdict
@@ -408,8 +409,14 @@ class Grader:
                         outcome = self._run_check(lane, checks_module, part)
                     except _LaneLost as lost:
                         outcome = lost.result
+                        # a fork bomb's call may answer (EAGAIN) before its processes are
+                        # counted: count them now, and end the run rather than start another
+                        bomb = lane.process.over_process_cap()
                         self._close(lane.process)
                         lane = None
+                        if bomb:
+                            raise RunStopped(Verdict.RUNTIME_ERROR,
+                                             fork_bomb_message(bomb, f"in check {check.name}"))
                         self._count_lost(lost.cause, outcome)
                     complete = finish(part, outcome, time.monotonic() - began)
                     if complete is not None and self.on_check:

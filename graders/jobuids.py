@@ -33,8 +33,9 @@ class NoJobUid(Exception):
     """No free uid in the range (every one has live processes or is in use)."""
 
 
-def processes_of(uid: int) -> list[int]:
-    """The live pids whose real uid is ``uid``, from /proc.
+def processes_of(uid: int, zombies: bool = False) -> list[int]:
+    """The live pids whose real uid is ``uid``, from /proc (with ``zombies``: the dead
+    ones not yet reaped as well; they still count against the uid's RLIMIT_NPROC).
 
     Zombies are left out: they run nothing and hold nothing but their pid until reaped.
     A killed sandbox's inner bubblewrap is re-parented to the host's init, which may reap
@@ -47,7 +48,8 @@ def processes_of(uid: int) -> list[int]:
         try:
             fields = dict(line.split(":", 1) for line in
                           (entry / "status").read_text().splitlines() if ":" in line)
-            if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+            if int(fields["Uid"].split()[0]) == uid and \
+                    (zombies or not fields["State"].strip().startswith("Z")):
                 found.append(int(entry.name))
         except (OSError, ValueError, IndexError, KeyError):
             continue

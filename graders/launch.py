@@ -156,7 +156,7 @@ class RunnerProcess:
     max_processes: int = 0  # 0: not watched (no cgroup and no job uid to count by)
     _watchdog: threading.Timer | None = field(default=None, repr=False)
     _call_timer: threading.Timer | None = field(default=None, repr=False)
-    _call_over: threading.Event | None = field(default=None, repr=False)
+    _watch_over: threading.Event | None = field(default=None, repr=False)
 
     def send(self, header: dict, arrays=None) -> None:
         protocol.send(self.to_runner, header, arrays)
@@ -192,12 +192,14 @@ class RunnerProcess:
         if self._watchdog:
             self._watchdog.cancel()
         self._watchdog = _start_timer(max(timeout_s, 0.0), self._on_deadline)
+        self._start_watching()
 
     def disarm(self) -> None:
         """No wall clock: a warm runner waits, running only trusted code, for its job."""
         if self._watchdog:
             self._watchdog.cancel()
             self._watchdog = None
+        self._stop_watching()
 
     def place_submission(self, submission: Path) -> str:
         """Copy the submission into the inbox; the path the runner sees it under."""
@@ -208,34 +210,53 @@ class RunnerProcess:
         return self.launcher.inbox_path(self.job, name)
 
     def begin_call(self, budget_s: float | None) -> None:
-        """Kill the runner unless the call now sent is answered within ``budget_s``, or as
-        soon as its job holds more than ``max_processes`` processes."""
+        """Kill the runner unless the call now sent is answered within ``budget_s``."""
         self.end_call()
         if budget_s:
             self._call_timer = _start_timer(budget_s, self._on_budget)
-        if self.max_processes and (self.cgroup or self.job_uid is not None):
-            self._call_over = threading.Event()
-            threading.Thread(target=self._watch_processes, args=(self._call_over,),
-                             daemon=True, name="process-watch").start()
 
     def end_call(self) -> None:
         if self._call_timer:
             self._call_timer.cancel()
             self._call_timer = None
-        if self._call_over is not None:
-            self._call_over.set()
-            self._call_over = None
+
+    def _start_watching(self) -> None:
+        """Count the job's processes from now until the run ends (``_stop_watching``): a
+        fork bomb's children outlive the call that made them, which returned at once."""
+        self._stop_watching()
+        if self.max_processes and (self.cgroup or self.job_uid is not None):
+            self._watch_over = threading.Event()
+            threading.Thread(target=self._watch_processes, args=(self._watch_over,),
+                             daemon=True, name="process-watch").start()
+
+    def _stop_watching(self) -> None:
+        if self._watch_over is not None:
+            self._watch_over.set()
+            self._watch_over = None
 
     def _job_processes(self) -> int:
         if self.cgroup:
             return len(self.cgroup.pids())
-        return len(jobuids.processes_of(self.job_uid)) if self.job_uid is not None else 0
+        # zombies too: a bomb's children that failed to fork exit at once, and lie unreaped
+        return len(jobuids.processes_of(self.job_uid, zombies=True)) \
+            if self.job_uid is not None else 0
+
+    def over_process_cap(self) -> int:
+        """The cap, if this runner's job holds (or held) more processes than it; else 0. A
+        job over it is killed."""
+        if not self.forked_too_much and self.max_processes and \
+                (self.cgroup or self.job_uid is not None) and \
+                self._job_processes() > self.max_processes:
+            self.forked_too_much = True
+            self.kill()
+        return self.max_processes if self.forked_too_much else 0
 
     def _watch_processes(self, over: threading.Event) -> None:
         """A fork bomb reaches the job's task cap (RLIMIT_NPROC or pids.max) in
         milliseconds, and its hundreds of spinning processes then slowed the grading beside
-        it ninefold on the H200, a host without cgroups, for as long as the run lasted. It
-        is stopped within a poll instead (issue 26, item 10)."""
+        it on the H200, a host without cgroups, for as long as the run lasted (the call that
+        forked returns at once, with EAGAIN). It is stopped within a poll instead (issue 26,
+        item 10)."""
         while not over.wait(PROCESS_POLL_S):
             if self._job_processes() > self.max_processes:
                 self.forked_too_much = True
@@ -249,6 +270,7 @@ class RunnerProcess:
     def close(self) -> CloseReport:
         if self._watchdog:
             self._watchdog.cancel()
+        self._stop_watching()
         self.end_call()
         for stream in (self.to_runner, self.from_runner):
             try:

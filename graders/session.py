@@ -145,11 +145,9 @@ class Session:
             return RunStopped(Verdict.TIMEOUT,
                               f"the run went past its {self.timeout_s:g} s limit {during}: "
                               "an endless loop, or a kernel far too slow?".replace("  ", " "))
-        if getattr(runner, "forked_too_much", False):  # a fork bomb: the run ends here, whatever the check
-            return RunStopped(Verdict.RUNTIME_ERROR,
-                              f"the submission started more than {runner.max_processes} "
-                              f"processes {during} (a fork bomb?) and was stopped; the checks "
-                              "already passed keep their points")
+        if getattr(runner, "forked_too_much", False):  # a fork bomb: the run ends here
+            return RunStopped(Verdict.RUNTIME_ERROR, fork_bomb_message(runner.max_processes,
+                                                                       during))
         if runner.flooded_output:
             return RunStopped(Verdict.OUTPUT_LIMIT,
                               f"the submission printed more than {limits.output_max_bytes >> 20}"
@@ -176,6 +174,11 @@ class Session:
                                  f"{during}{': ' + hint if hint else ''}")
         return RunnerCrashed(Verdict.RUNTIME_ERROR,
                              f"the submission's process exited (status {code}) {during}")
+
+
+def fork_bomb_message(cap: int, during: str) -> str:
+    return (f"the submission started more than {cap} processes {during} (a fork bomb?) and "
+            "was stopped; the checks already passed keep their points")
 
 
 def run_message(message: str, line: int | None, during: str, traceback: str = "") -> str:
