@@ -129,7 +129,7 @@ class CloseReport:
     all_killed: bool
 
 
-PROCESS_POLL_S = 0.2  # how often a call's job has its processes counted
+PROCESS_POLL_S = 0.2  # how often an armed runner's job has its processes counted
 
 
 def _start_timer(seconds: float, action: Callable[[], None]) -> threading.Timer:
@@ -224,7 +224,7 @@ class RunnerProcess:
         """Count the job's processes from now until the run ends (``_stop_watching``): a
         fork bomb's children outlive the call that made them, which returned at once."""
         self._stop_watching()
-        if self.max_processes and (self.cgroup or self.job_uid is not None):
+        if self._countable:
             self._watch_over = threading.Event()
             threading.Thread(target=self._watch_processes, args=(self._watch_over,),
                              daemon=True, name="process-watch").start()
@@ -234,18 +234,22 @@ class RunnerProcess:
             self._watch_over.set()
             self._watch_over = None
 
+    @property
+    def _countable(self) -> bool:
+        """Whether the job's processes can be counted and held to a cap: by its cgroup, or
+        by its job uid."""
+        return bool(self.max_processes) and (self.cgroup is not None or self.job_uid is not None)
+
     def _job_processes(self) -> int:
         if self.cgroup:
             return len(self.cgroup.pids())
         # zombies too: a bomb's children that failed to fork exit at once, and lie unreaped
-        return len(jobuids.processes_of(self.job_uid, zombies=True)) \
-            if self.job_uid is not None else 0
+        return len(jobuids.processes_of(self.job_uid, zombies=True))
 
     def over_process_cap(self) -> int:
         """The cap, if this runner's job holds (or held) more processes than it; else 0. A
         job over it is killed."""
-        if not self.forked_too_much and self.max_processes and \
-                (self.cgroup or self.job_uid is not None) and \
+        if not self.forked_too_much and self._countable and \
                 self._job_processes() > self.max_processes:
             self.forked_too_much = True
             self.kill()
@@ -258,9 +262,7 @@ class RunnerProcess:
         forked returns at once, with EAGAIN). It is stopped within a poll instead (issue 26,
         item 10)."""
         while not over.wait(PROCESS_POLL_S):
-            if self._job_processes() > self.max_processes:
-                self.forked_too_much = True
-                self.kill()
+            if self.over_process_cap():
                 return
 
     def _on_budget(self) -> None:

@@ -145,7 +145,7 @@ class Session:
             return RunStopped(Verdict.TIMEOUT,
                               f"the run went past its {self.timeout_s:g} s limit {during}: "
                               "an endless loop, or a kernel far too slow?".replace("  ", " "))
-        if getattr(runner, "forked_too_much", False):  # a fork bomb: the run ends here
+        if runner.forked_too_much:  # a fork bomb: the run ends here
             return RunStopped(Verdict.RUNTIME_ERROR, fork_bomb_message(runner.max_processes,
                                                                        during))
         if runner.flooded_output:

@@ -39,7 +39,7 @@ def bootstrap_instructor(sessions, settings: Settings) -> str | None:
                             role=Role.INSTRUCTOR, token_hash=digest))
             elif admin_user.token_hash != digest:  # a new ADMIN_TOKEN signs the old one's out
                 admin_user.token_hash = digest
-                end_sessions_of(db, admin_user.id)
+                end_sessions_of(db, [admin_user.id])
             return None
         if admin_user is None:
             token = new_token()

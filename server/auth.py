@@ -86,12 +86,11 @@ def start_session(db: Session, user: User, lifetime: timedelta) -> str:
     return token
 
 
-def end_sessions_of(db: Session, user_ids: int | list[int]) -> None:
+def end_sessions_of(db: Session, user_ids: list[int]) -> None:
     """Every browser session of users whose token changed (they would not count anyway:
     this keeps the table small). The caller commits."""
-    ids = [user_ids] if isinstance(user_ids, int) else user_ids
-    if ids:
-        db.execute(delete(WebSession).where(WebSession.user_id.in_(ids)))
+    if user_ids:
+        db.execute(delete(WebSession).where(WebSession.user_id.in_(user_ids)))
 
 
 def end_session(db: Session, session_token: str | None) -> None:

@@ -30,10 +30,11 @@ import threading
 from dataclasses import dataclass, field
 from itertools import chain
 
-from sqlalchemy import event, inspect
+from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.util import identity_key
 
+from .commits import changed_columns, note, on_commit
 from .models import GradeRun, Status, Submission, User
 from .services import LATE_POLICIES, compute_leaderboard
 
@@ -118,34 +119,24 @@ def board(sessions: sessionmaker[Session], exercise: str, policy: str) -> Snapsh
 
 # -- what a commit changed ------------------------------------------------------------------
 
-def _marks(session: Session) -> set[str]:
-    return session.info.setdefault(_CHANGED, set())
-
-
-def _changed_columns(obj) -> set[str]:
-    state = inspect(obj)
-    return {attr.key for attr in state.attrs if attr.history.has_changes()}
-
-
 @event.listens_for(Session, "after_flush")
 def _note_flushed(session: Session, _context) -> None:
     # after_flush still shows the flush's new, dirty and deleted objects and their history
-    marks = _marks(session)
     for obj in session.deleted:
         if isinstance(obj, _TABLES):
-            marks.add(ALL)
+            note(session, _CHANGED, ALL)
     for obj in chain(session.new, session.dirty):
         if isinstance(obj, Submission):
             if obj in session.new and obj.status in (Status.QUEUED, None):
                 continue  # new work waits: on no board yet
-            if obj in session.new or _changed_columns(obj) & SUBMISSION_COLUMNS:
-                marks.add(obj.exercise)
+            if obj in session.new or changed_columns(obj) & SUBMISSION_COLUMNS:
+                note(session, _CHANGED, obj.exercise)
         elif isinstance(obj, GradeRun) and obj in session.new:
             owner = session.identity_map.get(identity_key(Submission, obj.submission_id))
-            marks.add(owner.exercise if owner is not None else ALL)
+            note(session, _CHANGED, owner.exercise if owner is not None else ALL)
         elif isinstance(obj, User) and obj not in session.new:
-            if _changed_columns(obj) & USER_COLUMNS:
-                marks.add(ALL)
+            if changed_columns(obj) & USER_COLUMNS:
+                note(session, _CHANGED, ALL)
 
 
 @event.listens_for(Session, "do_orm_execute")
@@ -156,16 +147,7 @@ def _note_bulk(execute_state) -> None:
         return
     mapper = execute_state.bind_mapper
     if mapper is None or mapper.class_ in _TABLES:
-        _marks(execute_state.session).add(ALL)
+        note(execute_state.session, _CHANGED, ALL)
 
 
-@event.listens_for(Session, "after_commit")
-def _apply(session: Session) -> None:
-    marks = session.info.pop(_CHANGED, None)
-    if marks:
-        changed(marks)
-
-
-@event.listens_for(Session, "after_rollback")
-def _forget(session: Session) -> None:
-    session.info.pop(_CHANGED, None)
+on_commit(_CHANGED, changed)

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fastapi import Request
-from sqlalchemy import event, inspect
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from .auth import COOKIE, hash_token, session_lifetime, session_query
+from .commits import changed_columns, note, on_commit
 from .models import Role, User, WebSession, as_utc, utcnow
 
 MAX_REMEMBERED = 20_000  # readers; past it the memory starts again (each costs ~300 bytes)
@@ -92,12 +93,10 @@ _REVOKES = "readers_revoked"
 def _note_flushed(session: Session, _context) -> None:
     for obj in session.deleted:
         if isinstance(obj, (WebSession, User)):
-            session.info[_REVOKES] = True
+            note(session, _REVOKES, "revoked")
     for obj in session.dirty:
-        if isinstance(obj, User):
-            state = inspect(obj)
-            if any(state.attrs[key].history.has_changes() for key in _USER_COLUMNS):
-                session.info[_REVOKES] = True
+        if isinstance(obj, User) and changed_columns(obj) & _USER_COLUMNS:
+            note(session, _REVOKES, "revoked")
 
 
 @event.listens_for(Session, "do_orm_execute")
@@ -109,18 +108,10 @@ def _note_bulk(execute_state):
         return None
     result = execute_state.invoke_statement()
     if result.rowcount:  # a purge that found nothing expired revokes nothing
-        execute_state.session.info[_REVOKES] = True
+        note(execute_state.session, _REVOKES, "revoked")
     return result
 
 
-@event.listens_for(Session, "after_commit")
-def _apply(session: Session) -> None:
-    if session.info.pop(_REVOKES, False):
-        forget_all()
-
-
-@event.listens_for(Session, "after_rollback")
-def _discard(session: Session) -> None:
-    session.info.pop(_REVOKES, None)
+on_commit(_REVOKES, lambda _: forget_all())
 
 

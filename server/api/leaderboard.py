@@ -11,10 +11,6 @@ from .common import exercise_or_error
 router = APIRouter(prefix="/api/leaderboard", tags=["leaderboard"])
 
 
-def _compute(request: Request, exercise: str, policy: str) -> boards.Snapshot:
-    return boards.board(request.app.state.sessionmaker, exercise, policy)
-
-
 @router.get("/{exercise}")
 async def leaderboard(exercise: str, request: Request):
     """{"exercise", "late_policy", "late_policy_says", "entries": [{"rank", "display_name",
@@ -25,7 +21,7 @@ async def leaderboard(exercise: str, request: Request):
     policy = request.app.state.settings.late_policy
     # a fresh board is served from here, on the event loop: no thread, no database session
     snapshot = boards.cached(exercise, policy) or \
-        await run_in_threadpool(_compute, request, exercise, policy)
+        await run_in_threadpool(boards.board, request.app.state.sessionmaker, exercise, policy)
     headers = {"ETag": snapshot.etag, "Cache-Control": "no-cache"}  # revalidate each time
     if snapshot.etag in request.headers.get("if-none-match", ""):
         return Response(status_code=304, headers=headers)
