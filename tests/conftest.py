@@ -13,10 +13,13 @@ sys.path.insert(0, str(REPO))
 
 # pytest-xdist runs the tests in several processes at once: each takes job uids from a range
 # of its own (graders/jobuids.py reads this at import), so a test that looks for processes
-# a grading left behind under "the job uids" never sees another process's gradings
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-os.environ.setdefault("GRADERS_JOB_UID_BASE",
-                      str(61000 + 1000 * (int(_WORKER) % 4 if _WORKER.isdigit() else 0)))
+# a grading left behind under "the job uids" never sees another process's gradings, and one
+# worker's release of a uid never kills the other's runner. Set, not setdefault: the workers
+# inherit the controller's environment, and the controller imports this file first (with
+# setdefault both workers had 61000, and the fork-bomb and daemon tests failed 1 run in 3)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+if _WORKER.isdigit():
+    os.environ["GRADERS_JOB_UID_BASE"] = str(61000 + 1000 * (int(_WORKER) % 4))
 
 from graders.checker import grade  # noqa: E402
 from graders.mutants import get_mutant, materialise  # noqa: E402

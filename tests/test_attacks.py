@@ -24,14 +24,16 @@ from test_grading import GOOD, SAFE_KERNEL
 LIMIT_S = 12  # wall clock for the hostile jobs
 # Cases whose verdict is not the wall clock's get the time their own limit needs to trip,
 # however slow the machine: filling the slot's 3 GiB took over 12 s on a fresh clone's CI
-# beside the other pytest process, and ended as `timeout` instead of `memory_limit`.
+# beside the other pytest process, and ended as `timeout` instead of `memory_limit`; the
+# fork bomb, stopped once its processes are counted at the cap (issue 26, item 10), ended
+# as `timeout` at a 5 s limit in 1 run of 3 beside the other process's fork bomb. Both end
+# in seconds when their limit trips; the wall clock only decides a race they should win.
 # Cases whose verdict is the wall clock's need no more than it takes to start: the limit is
-# the same code path at 5 s as at 12, and the fork bomb's spinning children slow the other
-# pytest process for every second of it.
+# the same code path at 5 s as at 12.
 TIMEOUT_LIMIT_S = 5
-CASE_LIMIT_S = {"memory bomb": 90, "infinite loop": TIMEOUT_LIMIT_S,
+CASE_LIMIT_S = {"memory bomb": 90, "fork bomb": 60, "infinite loop": TIMEOUT_LIMIT_S,
                 "sleep forever": TIMEOUT_LIMIT_S, "SIGSTOP itself": TIMEOUT_LIMIT_S,
-                "fork bomb": TIMEOUT_LIMIT_S, "top level: endless loop": TIMEOUT_LIMIT_S}
+                "top level: endless loop": TIMEOUT_LIMIT_S}
 MARGIN_S = 30  # start-up, kill and clean-up on a loaded 2-core machine (under the 60 s call budget)
 MARKER = "4242.4242"  # argv of processes a submission tries to leave behind
 

@@ -191,3 +191,12 @@ def test_without_root_or_a_cgroup_the_sandbox_refuses_and_says_what_is_missing(m
     message = str(refused.value)
     assert "cannot make a job cgroup with the pids controller" in message
     assert "not root" in message and "Delegate=yes" in message
+
+
+def test_each_test_process_takes_job_uids_from_a_range_of_its_own():
+    """Two pytest-xdist workers on one uid range handed out the same uid at once: one
+    worker's release killed the other's runner (conftest.py sets the range per worker)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker:
+        pytest.skip("not under pytest-xdist")
+    assert jobuids.UID_BASE == 61000 + 1000 * (int(worker.removeprefix("gw")) % 4)
