@@ -18,6 +18,7 @@ from .api import admin, exercises, extensions, internal, leaderboard, submission
 from .auth import end_sessions_of, hash_token, new_token
 from .db import make_engine, make_sessionmaker
 from .graders_client import GradersClient
+from .fairness import FairStart
 from .limits import BodyLimit
 from .migrate import upgrade
 from .models import Role, User
@@ -95,6 +96,8 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app.state.issued_rosters = {}  # a roster upload's tokens, until their one showing (web.py)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
                        timeout_s=settings.body_timeout_s)
+    # added last, so outermost: a request waiting its turn has not started its body's clock
+    app.add_middleware(FairStart)
 
     # the last line of defence: input that broke a parser or an encoder below our own
     # checks (FastAPI parsing a body nested too deep, say) is the client's, and a 400

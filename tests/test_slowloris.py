@@ -7,12 +7,17 @@ their header deadline passes.
 """
 
 import http.client
+import json
+import os
 import socket
+import subprocess
+import sys
 import time
 
+from conftest import REPO
 from server.app import create_app
 from server.connections import raise_file_limit
-from services import embedded_server
+from services import embedded_server, free_port
 from test_server_api import NoDispatch, settings_for
 
 IDLE, HALF = 2000, 500
@@ -77,3 +82,104 @@ def test_a_body_sent_too_slowly_gets_408(tmp_path):
             answer = s.recv(4096)
             waited = time.monotonic() - started
         assert answer.startswith(b"HTTP/1.1 408") and 1.5 < waited < 6, (answer[:100], waited)
+
+
+def test_a_thousand_slow_bodies_at_once_leave_health_answering_another_client(tmp_path):
+    """Issue 26, item 11: 1,000 requests whose bodies never come, sent at once from one
+    address, then cut off together at the body deadline. /api/health, asked from another
+    address every 50 ms throughout, answered in 1.2-1.8 s at their arrival: the loop ran
+    them first come, first served, and a full garbage collection of what they made paused
+    it for 0.3 s. The issue asks for a second on a busy machine.
+
+    The server is `python -m server` in a process of its own, as it runs for real; it, the
+    attacker and the sampler run at one priority above the rest of the machine, so the
+    other pytest process's work is not what this measures. There, without turns and the
+    frozen heap (server/fairness.py, server/__main__.py), health took 580-610 ms at worst;
+    with them 190-320 ms (170-270 ms beside two busy loops at the usual priority)."""
+    port = free_port()
+    body_timeout_s = 3
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite'}",
+               ADMIN_TOKEN="slow-bodies-admin-token-0123", GRADER_DEVICE="cpu",
+               GRADER_COMMAND=f"{sys.executable} {REPO / 'tests' / 'fake_grader.py'}",
+               BODY_TIMEOUT_S=str(body_timeout_s))
+    ahead = ["nice", "-n", "-10"] if os.geteuid() == 0 else []
+    server = subprocess.Popen([*ahead, sys.executable, "-m", "server", "--port", str(port)],
+                              cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_health(port)
+        # the route answers once before the attack (FastAPI builds a route on first use)
+        _post_signin(port, b"token=nobody")
+        sampler = subprocess.Popen(
+            [*ahead, sys.executable, str(REPO / "tests" / "health_sampler.py"), str(port),
+             str(1 + body_timeout_s + 3), "127.0.0.2"], stdout=subprocess.PIPE, text=True)
+        time.sleep(1)
+        attacker = subprocess.run(
+            [*ahead, sys.executable, str(REPO / "tests" / "slow_bodies.py"), str(port), "1000",
+             str(body_timeout_s + 2)], capture_output=True, text=True, timeout=120)
+        samples = json.loads(sampler.communicate(timeout=60)[0])
+        worst = max(seconds for seconds, _ in samples)
+        print(f"\n1,000 slow bodies at once: /api/health from another address in "
+              f"{worst * 1000:.0f} ms at worst over {len(samples)} samples")
+        assert all(status == 200 for _, status in samples), samples
+        assert worst < 0.5
+        assert attacker.stdout.strip() == "1000", attacker  # each body got its 408
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _wait_for_health(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            _health_seconds(port)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError("the server did not start")
+
+
+def _post_signin(port: int, body: bytes) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", "/signin", body=body,
+                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    conn.getresponse().read()
+    conn.close()
+
+
+def test_a_request_from_another_address_starts_within_two_turns_of_a_burst():
+    """FairStart (server/fairness.py) on its own: 1,000 requests from one address arrive
+    in one turn of the loop, then one from another address. First come, first served, it
+    started 1,001st; in turns it starts within the next two turns' worth of requests."""
+    import asyncio
+
+    from server.fairness import FairStart
+
+    started: list[str] = []
+
+    async def app(scope, receive, send):
+        started.append(scope["client"][0])
+        await asyncio.sleep(0)
+
+    fair = FairStart(app, per_turn=32)
+
+    def request(address: str):
+        return fair({"type": "http", "client": (address, 1)}, None, None)
+
+    async def burst_then_one_more():
+        burst = [asyncio.create_task(request("10.0.0.1")) for _ in range(1000)]
+        await asyncio.sleep(0)  # the burst's first steps: 32 start, the rest wait their turn
+        other = asyncio.create_task(request("10.0.0.2"))
+        await asyncio.gather(*burst, other)
+
+    asyncio.run(burst_then_one_more())
+    assert len(started) == 1001
+    assert started.index("10.0.0.2") < 3 * 32
+
+
+def test_the_server_lets_requests_in_by_turns_before_anything_else_runs(tmp_path):
+    app = create_app(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}"), dispatcher=NoDispatch())
+    from server.fairness import FairStart
+
+    assert app.user_middleware[0].cls is FairStart  # outermost: before the body's clock
