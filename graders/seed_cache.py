@@ -55,10 +55,21 @@ def make_seed_cache(known_shape: tuple[int, int], gpu_index: int | None,
                     why)
         shutil.rmtree(folder, ignore_errors=True)
         return None
+    strip_host_stubs(cache)
     for path in [folder, *folder.rglob("*")]:  # job uids read it (graders/jobuids.py)
         path.chmod(0o755 if path.is_dir() else 0o644)
     log.info("seed cache for the known-answer kernel made in %.1f s", time.monotonic() - started)
     return cache
+
+
+def strip_host_stubs(cache: Path) -> None:
+    """Keep only the kernel's own artifacts. Triton's host stubs (the driver's cuda_utils
+    and the kernel's launcher: shared objects compiled and linked by this process, outside
+    the sandbox) are left for each runner to build where it runs: on the H200 every runner
+    that loaded the seed's cuda_utils crashed with SIGSEGV while warming up, and the slot
+    graded nothing but grader_error after its seed was made."""
+    for stub in {so.parent for so in cache.rglob("*.so")}:
+        shutil.rmtree(stub, ignore_errors=True)
 
 
 def remove_seed_cache(cache: Path | None) -> None:
