@@ -3,6 +3,8 @@ server on a thread."""
 
 from __future__ import annotations
 
+import os
+import random
 import socket
 import subprocess
 import threading
@@ -10,10 +12,36 @@ import time
 from contextlib import contextmanager
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing is bound to, for a server a test starts, from below the kernel's
+    ephemeral range and from a share of it of this pytest-xdist worker's own.
+
+    A port the kernel hands out for ``bind(0)`` comes from the ephemeral range, where it
+    next be the source port of any outgoing connection, and then the server cannot bind it
+    (the likeliest reason redis-server did not start in one fresh-clone CI run of five,
+    beside a test that opens 1,000 connections at once). Ports below the range are never
+    a connection's source, and the other worker picks from another share."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    shares = 4
+    low, high = 10000, _ephemeral_low()
+    width = (high - low) // shares
+    start = low + width * (int(worker) % shares if worker.isdigit() else 0)
+    for _ in range(500):
+        port = random.randrange(start, start + width)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {start}..{start + width - 1}")
 
 
 def start_redis(port: int, log=subprocess.DEVNULL) -> subprocess.Popen:
@@ -26,8 +54,10 @@ def start_redis(port: int, log=subprocess.DEVNULL) -> subprocess.Popen:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return proc
         time.sleep(0.1)
+        if proc.poll() is not None:
+            break  # it exited: its log says why
     proc.kill()
-    raise AssertionError("redis did not start")
+    raise AssertionError(f"redis did not start on port {port} (exit code {proc.poll()})")
 
 
 @contextmanager

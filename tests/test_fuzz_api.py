@@ -7,7 +7,6 @@ operation, as the instructor, and checks only that no answer is a server error.
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -17,18 +16,14 @@ from pathlib import Path
 import uvicorn
 
 from server.app import create_app
+from services import free_port
 from test_server_api import ADMIN, NoDispatch, settings_for
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_no_generated_request_gets_a_server_error(tmp_path):
     app = create_app(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}"), dispatcher=NoDispatch())
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

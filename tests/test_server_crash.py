@@ -3,7 +3,6 @@ and the submission ends graded exactly once (on SQLite and on PostgreSQL)."""
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from sqlalchemy import create_engine, func, select
 
 from conftest import REPO
 from server.models import GradeRun, Submission
+from services import free_port
 
 ADMIN = "crash-admin-token-0123"
 
@@ -24,11 +24,6 @@ def _state(pid: int) -> str | None:
     except OSError:
         return None
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(env, port) -> subprocess.Popen:
@@ -61,7 +56,7 @@ def _wait_for(port, token, sid, wanted, timeout=60):
 
 def test_kill_9_while_running_then_restart(database_url, tmp_path):
     log = tmp_path / "grader.log"
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, DATABASE_URL=database_url, ADMIN_TOKEN=ADMIN, GRADER_DEVICE="cpu",
                GRADER_COMMAND=f"{sys.executable} {REPO / 'tests' / 'fake_grader.py'}",
                FAKE_GRADER_LOG=str(log))

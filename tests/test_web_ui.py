@@ -9,7 +9,6 @@ artifacts/screenshots/ (not committed).
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from conftest import REPO, mutant_file
+from services import free_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = REPO / "artifacts" / "screenshots"
@@ -32,9 +32,7 @@ def server(tmp_path_factory):
         if os.environ.get("CI"):
             pytest.fail("CI must run the browser tests: install chromium (scripts/setup does)")
         pytest.skip("no chromium here")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     db = tmp_path_factory.mktemp("web") / "web.db"
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{db}", ADMIN_TOKEN=ADMIN, GRADER_DEVICE="cpu")
     proc = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port)], cwd=REPO,
