@@ -461,14 +461,21 @@ def test_the_seed_cache_is_hit_copied_or_missed_as_the_runner_says(tmp_path, mon
     (seed / "KEY").mkdir(parents=True)
     (seed / "KEY" / "_row_logsumexp.cubin").write_text("compiled by the grader")
 
-    def compile_into_cache(key):
-        def fake_compile(rows, cols):
+    def compile_into_cache(key, artifact="_row_logsumexp.cubin"):
+        def fake_compile(rows, cols):  # Triton compiles what its cache lacks, under its key
             (cache / key).mkdir(parents=True, exist_ok=True)
+            if not (cache / key / artifact).exists():
+                (cache / key / artifact).write_text("compiled by the runner")
         return fake_compile
 
     monkeypatch.setattr(known_answer, "compile_ahead", compile_into_cache("KEY"))
     assert known_answer.compile_from_seed(5, 300, str(seed), str(cache))["seed"] == "hit"
     assert (cache / "KEY" / "_row_logsumexp.cubin").read_text() == "compiled by the grader"
+    # the host stubs are never in the seed (graders.seed_cache.strip_host_stubs): the runner
+    # builds its own, and the kernel is still a hit
+    monkeypatch.setattr(known_answer, "compile_ahead",
+                        compile_into_cache("STUB", "cuda_utils.cpython-312-x86_64-linux-gnu.so"))
+    assert known_answer.compile_from_seed(5, 300, str(seed), str(cache))["seed"] == "hit"
     monkeypatch.setattr(known_answer, "compile_ahead", compile_into_cache("OTHER"))
     assert known_answer.compile_from_seed(5, 300, str(seed), str(cache))["seed"] == "miss"
     assert known_answer.compile_from_seed(5, 300, None, str(tmp_path / "c2"))["seed"] == "none"
@@ -476,15 +483,18 @@ def test_the_seed_cache_is_hit_copied_or_missed_as_the_runner_says(tmp_path, mon
         == "none"
 
 
-def test_without_a_gpu_no_seed_cache_is_made_and_runners_compile_as_before():
+def test_without_a_gpu_no_seed_cache_is_made_and_runners_compile_as_before(tmp_path, monkeypatch):
     """The seed is made by a process of its own; where it cannot compile (here: no GPU
     for Triton's warmup) the slot has none and says so, and nothing is left behind."""
+    import tempfile
+
     from graders.launch import runner_env
     from graders.seed_cache import make_seed_cache
 
-    before = set(Path("/tmp").glob("graders-seed-*"))
+    # a temporary folder of this test's own: another process's seeds come and go in /tmp
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert make_seed_cache((5, 300), None, runner_env()) is None
-    assert set(Path("/tmp").glob("graders-seed-*")) == before
+    assert list(tmp_path.glob("graders-seed-*")) == []
 
 
 def test_a_sandboxed_gpu_is_named_by_its_uuid_not_its_index(tmp_path, monkeypatch):
