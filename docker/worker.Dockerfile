@@ -3,7 +3,11 @@
 # credentials: it reports each task with that task's own token. One worker per GPU.
 FROM python:3.12-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+# bubblewrap: the sandbox. gcc and libc6-dev: Triton compiles its driver and launcher
+# stubs with a C compiler when a worker first launches a kernel, and without one every
+# Triton grading fails ("Failed to find C compiler"; python:3.12-slim has none; the
+# Python headers it needs are the image's own)
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -16,5 +20,8 @@ COPY exercises ./exercises
 COPY reference_solutions ./reference_solutions
 # root in the container, without a delegated cgroup: each runner then runs as a job uid of
 # its own (graders/jobuids.py), which RLIMIT_NPROC holds; docs/deploy.md says why
+# fresh while the worker's slot lives, grading or not (graders/worker_alive.py)
+HEALTHCHECK --interval=30s --timeout=10s --start-period=300s --retries=3 \
+    CMD ["python", "-m", "graders.worker_alive"]
 CMD ["celery", "-A", "graders.remote_worker", "worker", "--pool", "solo", "-Q", "cuda", \
      "-n", "worker@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]

@@ -161,6 +161,7 @@ class RunnerPool:
         self._preparing = 0
         self._closed = False
         self._failures = 0
+        self._last_failure = ""
         self._cond = threading.Condition()
         self._seeding: threading.Thread | None = None
 
@@ -201,6 +202,7 @@ class RunnerPool:
             ready = prepare(self.device, self.launcher, self.gpu_gate)
         except RunStopped as stop:
             log.error("a warm runner failed to start: %s", stop.message)
+            self._last_failure = stop.message
         with self._cond:
             self._preparing -= 1
             if ready is not None and not self._closed:
@@ -234,6 +236,21 @@ class RunnerPool:
             self._failures = 0
         self.fill()
         return ready
+
+    def first_ready(self, timeout_s: float = PREPARE_TIMEOUT_S) -> str:
+        """Wait for the first warm runner: "" once one is ready (it started and proved its
+        toolchain on the known-answer kernel), else why none could be: every one being
+        prepared failed, or none was ready within ``timeout_s``. A worker says it is ready
+        only after this, so that one whose runners cannot start takes no work."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not self._ready:
+                if not self._preparing:
+                    return self._last_failure or "no runner is being prepared"
+                if time.monotonic() >= deadline:
+                    return f"no runner was ready within {timeout_s:g} s"
+                self._cond.wait(timeout=deadline - time.monotonic())
+        return ""
 
     def wait_idle(self, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout_s

@@ -27,6 +27,7 @@ from celery import Celery
 from celery.signals import worker_ready
 
 from .task_contract import HEARTBEAT_S, TASK_NAME
+from .worker_alive import keep_beating
 from .worker_client import GradeOutcome, SlotWorker, write_submission
 
 log = logging.getLogger("graders.remote_worker")
@@ -74,7 +75,12 @@ SLOT = SlotWorker(_slot_argv(), TIMEOUT_S)
 def _warm(**_) -> None:
     problem = SLOT.warm_up()  # the slot's runners get ready before the first task
     if problem:
-        log.error("worker=%s slot not ready: %s", NAME, problem)
+        # a worker that cannot grade must not take work (it failed each task in seconds
+        # while counting as in service): out, saying why; its orchestrator restarts it
+        log.critical("worker=%s out of service: its slot did not start: %s", NAME, problem)
+        os._exit(3)
+    # the container's healthcheck (graders/worker_alive.py): fresh while the slot lives
+    keep_beating(lambda: SLOT.proc is not None and SLOT.proc.poll() is None)
 
 
 class Reporter:

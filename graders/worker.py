@@ -11,8 +11,8 @@ lines on its standard input; it answers each with one JSON line on standard outp
          as it ends: progress for the student's page)
     out: {"id": 7, "result": {...the grade --json object...}, "slot": {"healthy": true, ...}}
 
-It prints ``{"ready": true, ...}`` once its first runners are warm, and exits at the
-end of its input, or once its slot is out of service (after answering). Logs go to
+It prints ``{"ready": true, ...}`` once its first runner is warm (``{"ready": false,
+"problem": ...}`` and exit 3 if none can be), and exits at the end of its input, or once its slot is out of service (after answering). Logs go to
 standard error. The server keeps one worker per slot, and a remote worker one per GPU,
 through graders/worker_client.py, the only reader of these lines.
 """
@@ -80,6 +80,14 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
     device = resolve_device(device)
     slot = Slot(f"worker-{device.value}-{gpu_index}", device, gpu_index=gpu_index,
                 sandbox=sandbox, warm=default_warm(device) if warm is None else warm)
+    # ready only once a runner has proved itself: a worker whose runners cannot start (no
+    # GPU, a broken toolchain) said "ready" and then failed every job in seconds (issue 27)
+    problem = slot.pool.first_ready() if slot.pool.warm else ""
+    if problem:
+        log.error("no runner could be made ready: %s", problem)
+        _answer(stdout, {"ready": False, "device": device.value, "problem": problem})
+        slot.close()
+        return 3
     _answer(stdout, {"ready": True, "device": device.value, "warm": slot.pool.ready_count})
     lock = threading.Lock()  # a job's checks end on its lanes' threads
 

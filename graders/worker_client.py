@@ -80,7 +80,8 @@ class SlotWorker:
         first = self._next_line(WORKER_START_S)
         if first is None or not first.get("ready"):
             self.stop()
-            return "the grader worker did not become ready"
+            why = f": {first['problem']}" if first and first.get("problem") else ""
+            return f"the grader worker did not become ready{why}"
         log.info("grader worker %d ready: %s", self.proc.pid, first)
         return ""
 

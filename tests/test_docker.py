@@ -44,17 +44,67 @@ def test_compose_config_is_valid():
 def test_every_secret_is_named_in_the_env_example_and_required():
     example = (REPO / "docker" / ".env.example").read_text()
     compose = (REPO / "docker" / "compose.yaml").read_text()
-    for secret in ("POSTGRES_PASSWORD", "ADMIN_TOKEN", "TASK_SECRET"):
+    # the server would run on the public development COURSE_SECRET and an open /metrics,
+    # and Redis took anyone (issue 27)
+    for secret in ("POSTGRES_PASSWORD", "ADMIN_TOKEN", "TASK_SECRET", "COURSE_SECRET",
+                   "METRICS_TOKEN", "REDIS_PASSWORD"):
         assert f"\n{secret}=" in example
         assert f"${{{secret}:?" in compose  # compose refuses to start without it
+    services = _config()["services"]
+    password = "change-me-redis-password"  # .env.example's
+    assert password in services["redis"]["command"]
+    for name in ["server", *_workers(services)]:
+        assert services[name]["environment"]["BROKER_URL"].startswith(f"redis://:{password}@")
+    backend = [net for net in _config()["networks"].values() if net.get("internal")]
+    assert backend and not services["redis"].get("ports") and not services["postgres"].get("ports")
+
+
+def _workers(services: dict) -> list[str]:
+    return sorted(name for name, service in services.items()
+                  if "graders.remote_worker" in " ".join(service.get("command") or []))
+
+
+def test_the_worker_image_can_build_triton_stubs_and_sandbox():
+    """Triton 3.6 compiles its driver and launcher stubs with a C compiler at run time;
+    python:3.12-slim has none, so the image could not grade a Triton kernel (issue 27)."""
+    dockerfile = (REPO / "docker" / "worker.Dockerfile").read_text()
+    installs = " ".join(line for line in dockerfile.replace("\\\n", " ").splitlines()
+                        if line.startswith("RUN") and "apt-get install" in line).split()
+    assert {"bubblewrap", "gcc", "libc6-dev"} <= set(installs)
+    assert "graders.worker_alive" in dockerfile  # its HEALTHCHECK
+
+
+def test_one_worker_per_gpu_each_with_its_own_device_index_uids_and_name():
+    """--scale worker=N put every worker on GPU 0 and on one job-uid range (issue 27)."""
+    services = _config()["services"]
+    workers = _workers(services)
+    assert len(workers) >= 2
+    seen = {"index": set(), "uids": set(), "name": set(), "node": set()}
+    for name in workers:
+        service, env = services[name], services[name]["environment"]
+        devices = service["deploy"]["resources"]["reservations"]["devices"]
+        assert [d["device_ids"] for d in devices] == [[env["GRADER_GPU_INDEX"]]]
+        assert "gpus" not in service  # "all" would give each worker every GPU
+        seen["index"].add(env["GRADER_GPU_INDEX"])
+        seen["uids"].add(int(env["GRADERS_JOB_UID_BASE"]))
+        seen["name"].add(env["WORKER_NAME"])
+        seen["node"].add(service["command"][service["command"].index("-n") + 1])
+        # bubblewrap mounts /proc inside the container: Docker's masked paths refuse it
+        assert {"seccomp=unconfined", "apparmor=unconfined",
+                "systempaths=unconfined"} <= set(service["security_opt"])
+        assert service["healthcheck"]["test"] == ["CMD", "python", "-m", "graders.worker_alive"]
+    assert all(len(values) == len(workers) for values in seen.values()), seen
+    bases = sorted(seen["uids"])
+    assert all(b - a >= 1000 for a, b in zip(bases, bases[1:]))  # graders.jobuids.UID_COUNT
 
 
 def test_the_worker_holds_no_credentials_and_the_server_no_torch():
     services = _config()["services"]
-    worker_env = services["worker"]["environment"]
-    assert not {"DATABASE_URL", "ADMIN_TOKEN", "TASK_SECRET"} & set(worker_env)
-    assert {"BROKER_URL", "SERVER_URL"} <= set(worker_env)
-    assert services["worker"].get("gpus")
+    for name in _workers(services):
+        worker_env = services[name]["environment"]
+        assert not {"DATABASE_URL", "ADMIN_TOKEN", "TASK_SECRET", "COURSE_SECRET",
+                    "METRICS_TOKEN"} & set(worker_env)
+        assert {"BROKER_URL", "SERVER_URL"} <= set(worker_env)
     server_env = services["server"]["environment"]
     assert server_env["DISPATCHER"] == "celery" and "TASK_SECRET" in server_env
     dockerfile = (REPO / "docker" / "server.Dockerfile").read_text()
@@ -70,7 +120,7 @@ def test_the_worker_holds_no_credentials_and_the_server_no_torch():
 def test_the_services_run_the_commands_of_the_topology_test():
     services = _config()["services"]
     assert services["server"]["command"][:3] == ["python", "-m", "server"]
-    worker = services["worker"]["command"]
+    worker = services[_workers(services)[0]]["command"]
     assert worker[:5] == ["celery", "-A", "graders.remote_worker", "worker", "--pool"]
     topology = (REPO / "tests" / "test_topology.py").read_text()
     assert '"-m", "celery", "-A", "graders.remote_worker", "worker",\n             "--pool", "solo"' \
