@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from .killing import kill_until_gone
@@ -33,6 +34,19 @@ class NoJobUid(Exception):
     """No free uid in the range (every one has live processes or is in use)."""
 
 
+def process_statuses() -> Iterator[tuple[int, dict[str, str]]]:
+    """Each process's pid and the fields of its /proc/<pid>/status (``Uid``, ``State``,
+    ``Threads``…); a process that ends while it is read is skipped."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "status").read_text()
+        except OSError:
+            continue
+        yield int(entry.name), dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
 def processes_of(uid: int, zombies: bool = False) -> list[int]:
     """The live pids whose real uid is ``uid``, from /proc (with ``zombies``: the dead
     ones not yet reaped as well; they still count against the uid's RLIMIT_NPROC).
@@ -42,16 +56,12 @@ def processes_of(uid: int, zombies: bool = False) -> list[int]:
     it seconds later (the H200 machine's does); waiting for it held every runner's close,
     and so every grading, by about 2 s."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid, fields in process_statuses():
         try:
-            fields = dict(line.split(":", 1) for line in
-                          (entry / "status").read_text().splitlines() if ":" in line)
             if int(fields["Uid"].split()[0]) == uid and \
                     (zombies or not fields["State"].strip().startswith("Z")):
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError, KeyError):
+                found.append(pid)
+        except (ValueError, IndexError, KeyError):
             continue
     return found
 

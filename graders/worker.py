@@ -12,9 +12,10 @@ lines on its standard input; it answers each with one JSON line on standard outp
     out: {"id": 7, "result": {...the grade --json object...}, "slot": {"healthy": true, ...}}
 
 It prints ``{"ready": true, ...}`` once its first runner is warm (``{"ready": false,
-"problem": ...}`` and exit 3 if none can be), and exits at the end of its input, or once its slot is out of service (after answering). Logs go to
-standard error. The server keeps one worker per slot, and a remote worker one per GPU,
-through graders/worker_client.py, the only reader of these lines.
+"problem": ...}`` and exit 3 if none can be), and exits at the end of its input, or once
+its slot is out of service (after answering). Logs go to standard error. The server keeps
+one worker per slot, and a remote worker one per GPU, through graders/worker_client.py,
+the only reader of these lines.
 """
 
 from __future__ import annotations

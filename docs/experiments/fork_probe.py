@@ -29,12 +29,8 @@ def sample(peak: dict, stop: threading.Event) -> None:
     uids = range(jobuids.UID_BASE, jobuids.UID_BASE + jobuids.UID_COUNT)
     while not stop.wait(0.05):
         live = zombies = threads = 0
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
+        for _pid, fields in jobuids.process_statuses():
             try:
-                fields = dict(line.split(":", 1) for line in
-                              (entry / "status").read_text().splitlines() if ":" in line)
                 if int(fields["Uid"].split()[0]) not in uids:
                     continue
                 if fields["State"].strip().startswith("Z"):
