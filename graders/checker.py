@@ -406,7 +406,10 @@ class Grader:
                         lane = self._open_lane(result)
                     began = time.monotonic()
                     try:
-                        outcome = self._run_check(lane, checks_module, part)
+                        # shared per part: a timing on this GPU (another slot's) waits at
+                        # most one part for the GPU, and this part waits for that timing
+                        with self.pool.gpu_gate.shared():
+                            outcome = self._run_check(lane, checks_module, part)
                     except _LaneLost as lost:
                         outcome = lost.result
                         # a fork bomb's call may answer (EAGAIN) before its processes are
@@ -480,7 +483,10 @@ class Grader:
             lane = self._open_lane(result)
         timing_started = time.monotonic()
         try:
-            with self.pool.gpu_gate.exclusive():  # warm runners being made keep off the GPU
+            # only now, the lanes' threads joined: none of this grading holds the gate shared
+            # (a thread asking exclusive while one of its own held it would wait for ever).
+            # Warm runners being made, and other slots' checks on this GPU, keep off it.
+            with self.pool.gpu_gate.exclusive():
                 result.phases["timing_gate_wait_s"] = round(time.monotonic() - timing_started, 3)
                 self._time(lane.session, timed, checks_module, result)
         finally:
@@ -524,8 +530,9 @@ class Grader:
         for shape in spec.shapes:
             request = {"op": "perf_warmup", **timing_request(shape, int(rng.integers(0, 2**31)))}
             try:
-                lane.session.request(request, during=f"while compiling for {shape.label}",
-                                     budget_s=self.budget_s)
+                with self.pool.gpu_gate.shared():  # it runs the kernel once: GPU work
+                    lane.session.request(request, during=f"while compiling for {shape.label}",
+                                         budget_s=self.budget_s)
             except CallOverrun:
                 self._close(lane.process)
                 return None

@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--warm", type=int, default=None, help="runners kept ready (default: "
                                                           "one grading's lanes and a spare)")
     w.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
+    w.add_argument("--share-gpu", action="store_true",
+                   help="other workers grade on this GPU too: checks run side by side, timings "
+                        "alone (also GRADERS_SHARE_GPU=1); skips the GPU-wide health checks")
 
     from .integrations.package import add_arguments as add_package_arguments
 
@@ -115,10 +118,15 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--gpu-index", type=int, default=0)
     b.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
     b.add_argument("--load", action="store_true",
-                   help="instead: grade the mix through the real queue on one slot and report "
-                        "latency per class and gradings per hour")
+                   help="instead: grade the mix through the real queue on one GPU (or one "
+                        "CPU slot) and report latency per class and gradings per hour")
     b.add_argument("--device", choices=[d.value for d in Device], default="auto",
                    help="with --load: the slot's device")
+    b.add_argument("--slots-per-gpu", type=int, default=1,
+                   help="with --load on a GPU: slots sharing it (the server's SLOTS_PER_GPU)")
+    b.add_argument("--rounds", type=int, default=1,
+                   help="with --load: copies of the mix sent in one burst (a file graded more "
+                        "than once gives the timing spread)")
     return p
 
 
@@ -148,11 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "worker":
             from .worker import run_worker
 
-            return run_worker(Device(args.device), args.gpu_index, not args.no_sandbox, args.warm)
+            return run_worker(Device(args.device), args.gpu_index, not args.no_sandbox, args.warm,
+                              share_gpu=args.share_gpu)
         if args.command == "bench" and args.load:
             from .bench.load import run_load_bench
 
-            return run_load_bench(args.out, device=args.device)
+            return run_load_bench(args.out, device=args.device, rounds=args.rounds,
+                                  slots_per_gpu=args.slots_per_gpu)
         if args.command == "bench":
             from .bench import run_bench
 

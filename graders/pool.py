@@ -13,12 +13,15 @@ checker compares with its float64 answer. A runner that fails this is a grader f
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import secrets
 import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,16 +38,70 @@ PREPARE_TIMEOUT_S = 120.0  # starting and proving a runner; far more than it tak
 CPU_SECONDS = 900  # RLIMIT_CPU of a runner (its threads add up); the wall clock rules
 
 
-class GpuGate:
-    """Timing has the GPU to itself: warm runners being prepared touch the GPU (context,
-    known-answer kernel) only outside a timed phase. Many preparers may pass at once;
-    timing waits for those inside, and new ones wait for timing."""
+def gpu_lock_dir() -> Path:
+    """Where the per-GPU gate files live (read at each call: the tests point it elsewhere)."""
+    return Path(os.environ.get("GRADERS_GPU_LOCK_DIR", "/run/graders-gpu-locks"))
 
-    def __init__(self) -> None:
+
+class GpuGate:
+    """Timing has the GPU to itself: warm runners being prepared, and the checks of other
+    gradings, touch the GPU only outside a timed phase. Many sharers may pass at once;
+    timing waits for those inside, and new ones wait for timing (writer preference, or a
+    steady stream of checks would keep a timing waiting for ever).
+
+    ``lock_path`` (a per-GPU file, see ``for_gpu``) makes the gate hold across processes:
+    the slot processes that share one GPU each have a gate on the same file. Shared takes
+    ``LOCK_SH`` on it, exclusive ``LOCK_EX``. flock alone would let a stream of shared
+    takers starve an exclusive one, so a second file is a turnstile: a shared taker passes
+    through it (takes it and lets go) before its ``LOCK_SH``; an exclusive taker holds it
+    while it waits for ``LOCK_EX``, which stops new shared takers of every process.
+
+    Within a process the in-process gate is passed first, so at most one thread of a
+    process stands at the files as the exclusive taker. Each taking opens its own file
+    descriptions: flock locks belong to them, not to the thread or the process. The fds
+    are close-on-exec (Python's default), so a runner started meanwhile inherits no lock.
+    A gate is not re-entrant: a thread that holds it shared must not ask again.
+    """
+
+    def __init__(self, lock_path: Path | None = None) -> None:
         self._cond = threading.Condition()
         self._sharing = 0
         self._exclusive = False
         self._waiting_exclusive = 0
+        self.lock_path = lock_path
+        self.turnstile_path = (lock_path.with_name(lock_path.name + ".turnstile")
+                               if lock_path is not None else None)
+
+    @classmethod
+    def for_gpu(cls, gpu_index: int | None, required: bool = False) -> "GpuGate":
+        """The gate of GPU ``gpu_index``, shared with every process on this host that
+        grades on it; in-process only where the lock directory cannot be made, unless
+        ``required`` (a slot that shares its GPU: without the files its checks would run
+        into another slot's timing), when the OSError is raised."""
+        if gpu_index is None:
+            return cls()
+        folder = gpu_lock_dir()
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path = folder / f"gpu{gpu_index}"
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # fails here, not mid-job
+        except OSError as exc:
+            if required:
+                raise
+            log.info("GPU %s gate is this process's only (%s): no other grader on the GPU "
+                     "is kept off its timing", gpu_index, exc)
+            return cls()
+        return cls(path)
+
+    @staticmethod
+    def _flock(path: Path, how: int) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, how)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     @contextmanager
     def shared(self):
@@ -52,9 +109,16 @@ class GpuGate:
             while self._exclusive or self._waiting_exclusive:
                 self._cond.wait()
             self._sharing += 1
+        fd = None
         try:
+            if self.lock_path is not None:
+                # through the turnstile: blocked while another process's timing waits
+                os.close(self._flock(self.turnstile_path, fcntl.LOCK_EX))
+                fd = self._flock(self.lock_path, fcntl.LOCK_SH)
             yield
         finally:
+            if fd is not None:
+                os.close(fd)  # the lock goes with it
             with self._cond:
                 self._sharing -= 1
                 self._cond.notify_all()
@@ -67,9 +131,18 @@ class GpuGate:
                 self._cond.wait()
             self._waiting_exclusive -= 1
             self._exclusive = True
+        fd = None
         try:
+            if self.lock_path is not None:
+                turnstile = self._flock(self.turnstile_path, fcntl.LOCK_EX)
+                try:  # new sharers of every process wait at the turnstile meanwhile
+                    fd = self._flock(self.lock_path, fcntl.LOCK_EX)
+                finally:
+                    os.close(turnstile)
             yield
         finally:
+            if fd is not None:
+                os.close(fd)
             with self._cond:
                 self._exclusive = False
                 self._cond.notify_all()
@@ -150,13 +223,18 @@ class RunnerPool:
 
     ``take`` hands out a ready runner (or prepares one on the spot) and starts
     replacing it in the background; ``gpu_gate.exclusive()`` keeps those replacements
-    off the GPU while a grading is timed. ``wait_idle`` blocks until none is being
+    (and, on a GPU, the checks of every grading on it) off the GPU while a grading is
+    timed. ``wait_idle`` blocks until none is being
     prepared (the slot's health check compares memory with all of them in place).
     """
 
-    def __init__(self, device: Device, launcher: Launcher, warm: int = 0):
+    def __init__(self, device: Device, launcher: Launcher, warm: int = 0,
+                 gate: GpuGate | None = None):
         self.device, self.launcher, self.warm = device, launcher, warm
-        self.gpu_gate = GpuGate()
+        # on a GPU, the gate of that GPU for the whole host (GpuGate.for_gpu): another
+        # process grading on it keeps its checks and preparers off this pool's timing
+        self.gpu_gate = gate or (GpuGate.for_gpu(getattr(launcher, "gpu_index", None))
+                                 if device is Device.CUDA else GpuGate())
         self._ready: list[ReadyRunner] = []
         self._preparing = 0
         self._closed = False

@@ -5,11 +5,20 @@
 
 One grading at a time, pinned to one GPU (run one worker per GPU), through the same
 ``python -m graders worker`` process and sandbox as the server's local slots, its runners
-kept warm between tasks. The worker holds no database URL and no instructor token: each
-task carries a credential for itself alone, which the worker hands back with the start,
-the heartbeats and the result (server/api/internal.py). Tasks are acknowledged late and
+kept warm between tasks. The worker holds no database URL and no instructor token: it
+reports the start, the heartbeats and the result of a task with that task's credential
+alone (server/api/internal.py), which it makes from TASK_SECRET; the task in the broker
+carries none, so that a reader of the broker cannot report a result. Tasks are acknowledged late and
 prefetched one at a time, so a worker that dies leaves its task to the broker; the server
 also puts back work whose heartbeats stop, whatever the broker does.
+
+Two worker services may grade on one GPU: give each ``GRADERS_SHARE_GPU=1`` (the slot
+process inherits it: graders/worker.py) and the same ``GRADER_GPU_INDEX``. Their checks
+then run side by side and each timing has the GPU alone, through a lock file per GPU in
+``GRADERS_GPU_LOCK_DIR`` (default ``/run/graders-gpu-locks``): in containers, mount one
+volume there for both services (and only for services that see the GPU under the same
+index). Each needs its own ``GRADERS_JOB_UID_BASE`` range and ``WORKER_NAME``, as
+workers on different GPUs do.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import httpx
 from celery import Celery
 from celery.signals import worker_ready
 
-from .task_contract import HEARTBEAT_S, TASK_NAME
+from .task_contract import HEARTBEAT_S, TASK_NAME, task_token
 from .worker_alive import keep_beating
 from .worker_client import GradeOutcome, SlotWorker, write_submission
 
@@ -71,8 +80,16 @@ def _slot_argv() -> list[str]:
 SLOT = SlotWorker(_slot_argv(), TIMEOUT_S)
 
 
+def _task_secret() -> bytes:
+    return os.environ.get("TASK_SECRET", "").encode()
+
+
 @worker_ready.connect
 def _warm(**_) -> None:
+    if not _task_secret():
+        log.critical("worker=%s cannot report: TASK_SECRET is not set (the server's own; "
+                     "it makes each task's credential)", NAME)
+        os._exit(3)
     problem = SLOT.warm_up()  # the slot's runners get ready before the first task
     if problem:
         # a worker that cannot grade must not take work (it failed each task in seconds
@@ -89,7 +106,7 @@ class Reporter:
     def __init__(self, task: dict, client: httpx.Client):
         self.sid, self.attempt = int(task["id"]), int(task["attempt"])
         self.client = client
-        self.headers = {"X-Task-Token": str(task["token"])}
+        self.headers = {"X-Task-Token": task_token(_task_secret(), self.sid, self.attempt)}
         self.base = f"{SERVER_URL}/internal/tasks/{self.sid}/{self.attempt}"
 
     def post(self, what: str, body: dict, patience_s: float) -> int | None:

@@ -6,6 +6,10 @@ process of the job left alive, and on a GPU its memory back to where it was when
 the slot's warm runners were last all in place. A slot that fails the check is
 taken out of service with a log line; the pool (the server's queue) stops giving
 it jobs.
+
+A slot may share its GPU with other slots (``shares_gpu``: one worker process each, the
+server's ``SLOTS_PER_GPU``): their checks run side by side, and the GPU's gate
+(graders.pool.GpuGate, a lock file per GPU) keeps every timing on it alone.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 
 from .checker import Grader
 from .launch import CloseReport
-from .pool import RunnerPool
+from .pool import GpuGate, RunnerPool
 from .results import GradeResult
 from .sandbox import Limits, default_launcher
 from .spec import ExerciseSpec
@@ -56,14 +60,18 @@ def gpu_utilization_percent(index: int) -> int | None:
 
 class Slot:
     def __init__(self, name: str, device: Device, gpu_index: int | None = None,
-                 sandbox: bool = True, limits: Limits | None = None, warm: int = 0):
+                 sandbox: bool = True, limits: Limits | None = None, warm: int = 0,
+                 shares_gpu: bool = False):
         if device is Device.AUTO:
             raise ValueError("a slot has a definite device")
         self.name = name
         self.device = device
         self.gpu_index = gpu_index if device is Device.CUDA else None
+        self.shares_gpu = shares_gpu and self.gpu_index is not None
         self.launcher = default_launcher(sandbox=sandbox, gpu_index=self.gpu_index, limits=limits)
-        self.pool = RunnerPool(device, self.launcher, warm=warm)
+        # sharing needs the gate across processes: without its lock file, refuse to start
+        gate = GpuGate.for_gpu(self.gpu_index, required=True) if self.shares_gpu else None
+        self.pool = RunnerPool(device, self.launcher, warm=warm, gate=gate)
         self.healthy = True
         self.problem = ""
         self.gpu_baseline_mib: int | None = None
@@ -74,7 +82,7 @@ class Slot:
         """Wait for the warm runners, then take the GPU's memory as the baseline: they
         hold their CUDA contexts, and after each job as many of them are waiting again."""
         self.pool.wait_idle()
-        if self.gpu_index is not None:
+        if self.gpu_index is not None and not self.shares_gpu:
             self.gpu_baseline_mib = gpu_memory_used_mib(self.gpu_index)
 
     def grade(self, exercise: ExerciseSpec, submission: Path, **kwargs) -> GradeResult:
@@ -94,7 +102,12 @@ class Slot:
         problems = []
         if report is not None and not report.all_killed:
             problems.append(f"{report.leftover_processes} processes of the last job survive")
-        if self.gpu_baseline_mib is not None:
+        # The GPU-wide figures (memory used, utilization) are the whole GPU's: on a shared
+        # GPU they include the other slots' runners and running jobs, so they would take a
+        # healthy slot out of service. A shared slot has no baseline and skips them (what
+        # they catch, a killed job's kernel still busy or memory not freed, goes unseen
+        # there); the job's surviving processes are still checked above.
+        if self.gpu_baseline_mib is not None and not self.shares_gpu:
             used = self._settled_gpu_memory()
             if used is not None and used > self.gpu_baseline_mib + GPU_MEMORY_SLACK_MIB:
                 problems.append(f"GPU {self.gpu_index} holds {used} MiB, "

@@ -16,12 +16,17 @@ It prints ``{"ready": true, ...}`` once its first runner is warm (``{"ready": fa
 its slot is out of service (after answering). Logs go to standard error. The server keeps
 one worker per slot, and a remote worker one per GPU, through graders/worker_client.py,
 the only reader of these lines.
+
+``--share-gpu`` (or ``GRADERS_SHARE_GPU=1`` in its environment): another worker grades on
+the same GPU (graders.slots, ``shares_gpu``); the two keep each other off their timings
+through the GPU's lock file in ``GRADERS_GPU_LOCK_DIR`` (graders.pool.GpuGate).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 from pathlib import Path
@@ -74,13 +79,27 @@ def handle(slot: Slot, job: dict[str, Any],
             "slot": {"healthy": slot.healthy, "problem": slot.problem}}
 
 
+def share_gpu_from_env() -> bool:
+    """``GRADERS_SHARE_GPU=1``: how a remote worker's service says it shares its GPU."""
+    return os.environ.get("GRADERS_SHARE_GPU", "").strip().lower() in ("1", "true", "yes")
+
+
 def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
-               stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+               stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout,
+               share_gpu: bool = False) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s worker %(levelname)s %(message)s")
     device = resolve_device(device)
-    slot = Slot(f"worker-{device.value}-{gpu_index}", device, gpu_index=gpu_index,
-                sandbox=sandbox, warm=default_warm(device) if warm is None else warm)
+    share_gpu = share_gpu or share_gpu_from_env()
+    try:
+        slot = Slot(f"worker-{device.value}-{gpu_index}{'-shared' if share_gpu else ''}",
+                    device, gpu_index=gpu_index, sandbox=sandbox,
+                    warm=default_warm(device) if warm is None else warm, shares_gpu=share_gpu)
+    except OSError as exc:  # a shared GPU's lock file (GRADERS_GPU_LOCK_DIR) cannot be made
+        log.error("the slot could not start: %s", exc)
+        _answer(stdout, {"ready": False, "device": device.value,
+                         "problem": f"the slot could not start: {exc}"})
+        return 3
     # ready only once a runner has proved itself: a worker whose runners cannot start (no
     # GPU, a broken toolchain) said "ready" and then failed every job in seconds (issue 27)
     problem = slot.pool.first_ready() if slot.pool.warm else ""

@@ -24,6 +24,7 @@ from .migrate import upgrade
 from .models import Role, User
 from .queue import Dispatcher, LocalPool
 from .settings import Settings, get_settings
+from .shared_state import StampWatcher
 from .student_params import warn_if_development_secret
 
 log = logging.getLogger("server")
@@ -80,9 +81,12 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         app.state.dispatcher = dispatcher or make_dispatcher(sessions, client, settings,
                                                              app.state.exercises)
         app.state.dispatcher.start()
+        watcher = StampWatcher(engine)  # other server processes' changes (shared_state.py)
+        watcher.start()
         log.info("serving %d exercises from %s", len(app.state.exercises),
                  engine.url.render_as_string(hide_password=True))
         yield
+        watcher.stop()
         app.state.dispatcher.stop()
         engine.dispose()
 

@@ -17,8 +17,9 @@ requests/s, p99 2.4 s). Now:
   no thread (``cached``); the answer carries an ``ETag`` (a hash of its bytes, so a restart
   never reuses one for other contents) and ``If-None-Match`` gets 304.
 
-Every write of the server happens in this process (remote workers hand their results to
-this server, never to the database), so a board here is never older than the last commit.
+A commit of this process clears its boards at once; one of another server process (two
+behind a proxy) within about a second, through the database's change stamps
+(server/shared_state.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sqlalchemy.orm.util import identity_key
 from .commits import changed_columns, note, on_commit
 from .models import GradeRun, Status, Submission, User
 from .services import LATE_POLICIES, compute_leaderboard
+from .shared_state import share
 
 ALL = "*"  # every exercise's board
 # what a board reads of a submission and of a user; a change to anything else leaves it be
@@ -151,3 +153,4 @@ def _note_bulk(execute_state) -> None:
 
 
 on_commit(_CHANGED, changed)
+share(_CHANGED, changed)  # and in every other server process

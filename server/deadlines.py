@@ -160,7 +160,8 @@ def remark(db: Session, user_id: int, exercise: str, deadline: datetime | None) 
     changed = 0
     for s in db.scalars(select(Submission).where(Submission.user_id == user_id,
                                                  Submission.exercise == exercise)):
-        late = is_late(as_utc(s.created_at), deadline)
+        # judged by when it was first tried (a refused try's time), as when it came in
+        late = is_late(as_utc(s.first_tried_at or s.created_at), deadline)
         if s.late != late:
             s.late, changed = late, changed + 1
     return changed

@@ -12,6 +12,11 @@ The database stays the truth and the broker is only a way to reach a worker:
   ``publish_timeout_s``, or started and silent for ``heartbeat_timeout_s``, is put back and
   published again under a new attempt; a late answer for the old attempt is refused.
 - **Exactly once.** Results are stored only for the running attempt (server/jobs.py).
+- **Bounded retries.** A started job whose worker falls silent counts a lost lease; the
+  ``MAX_GRADER_ATTEMPTS``-th ends it as ``error`` (a submission that kills its worker).
+- **Several server processes** may run this publisher against one database: a claim is a
+  guarded UPDATE, so each job is published by one of them; the workers' last words are kept
+  in the database (``workers_seen``), so that every process counts them alike.
 """
 
 from __future__ import annotations
@@ -29,14 +34,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from graders.task_contract import TASK_NAME, queue_for
 
 from .jobs import Claimer, Job, release, requeue_stale
-from .models import Status, Submission, utcnow
-from .progress import ProgressBoard
+from .models import Status, Submission, WorkerSeen, utcnow
 from .settings import Settings
 from .student_params import params_for
-from .task_tokens import load_secret, token_for
+from .task_tokens import load_secret
 
 log = logging.getLogger("server.celery")
 WORKER_SEEN_S = 60.0  # a worker heard from within this is counted as in service
+WORKER_WRITE_S = 5.0  # a worker's last word is written at most this often (per process)
 
 
 def make_celery(broker_url: str) -> Celery:
@@ -59,16 +64,17 @@ class CeleryDispatcher:
         self.sessions, self.settings = sessions, settings
         self.exercises = exercises or {}  # their parameter declarations, for each student's
         self.celery = celery or make_celery(settings.broker_url)
+        if not settings.task_secret:  # the workers make their reports' credentials with it
+            raise ValueError("DISPATCHER=celery needs TASK_SECRET, the same on the server "
+                             "and on every worker (docs/deploy.md)")
         self.secret = load_secret(settings)
         self.claimer = Claimer(sessions)
-        self.progress = ProgressBoard()
         self.queue = queue_for(settings.grader_queue)
         self._wake = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._started_at = time.monotonic()
-        self._workers: dict[str, float] = {}  # worker name -> last heard (monotonic)
-        self._unhealthy: set[str] = set()
+        self._written: dict[str, tuple[float, bool]] = {}  # worker -> (when, healthy) written
         self.broker_up = True
 
     # -- Dispatcher ---------------------------------------------------------------------
@@ -90,16 +96,35 @@ class CeleryDispatcher:
 
     def heard_from(self, worker: str, started: bool = False, healthy: bool = True) -> None:
         if worker:
-            self._workers[worker] = time.monotonic()
-            (self._unhealthy.discard if healthy else self._unhealthy.add)(worker)
+            self._remember(worker, healthy)
         if started:
             self.notify()  # a place in the publish window is free
 
-    def workers(self) -> tuple[int, int]:
-        """(in service, out of service): workers heard from in the last minute."""
+    def _remember(self, worker: str, healthy: bool) -> None:
+        """The worker's last word, in the database: any server process may have heard it.
+        Written when its health changed, or at most every WORKER_WRITE_S (heartbeats come
+        every few seconds from every worker)."""
         now = time.monotonic()
-        seen = {w for w, t in self._workers.items() if now - t < WORKER_SEEN_S}
-        return len(seen - self._unhealthy), len(seen & self._unhealthy)
+        last = self._written.get(worker)
+        if last is not None and last[1] == healthy and now - last[0] < WORKER_WRITE_S:
+            return
+        self._written[worker] = (now, healthy)
+        with self.sessions.begin() as db:
+            seen = db.get(WorkerSeen, worker[:128])
+            if seen is None:
+                db.add(WorkerSeen(name=worker[:128], last_seen=utcnow(), healthy=healthy))
+            else:
+                seen.last_seen, seen.healthy = utcnow(), healthy
+
+    def workers(self) -> tuple[int, int]:
+        """(in service, out of service): workers heard from in the last minute, by any
+        server process, as their last word said."""
+        since = utcnow() - timedelta(seconds=WORKER_SEEN_S)
+        with self.sessions() as db:
+            rows = dict(db.execute(select(WorkerSeen.healthy, func.count())
+                                   .where(WorkerSeen.last_seen > since)
+                                   .group_by(WorkerSeen.healthy)).all())
+        return rows.get(True, 0), rows.get(False, 0)
 
     # -- the publisher ------------------------------------------------------------------
     def _run(self) -> None:
@@ -119,12 +144,16 @@ class CeleryDispatcher:
         if time.monotonic() - self._started_at < self.settings.heartbeat_timeout_s:
             return
         now = utcnow()
-        ids = requeue_stale(self.sessions,
+        put = requeue_stale(self.sessions,
                             published_before=now - timedelta(seconds=self.settings.publish_timeout_s),
-                            heard_before=now - timedelta(seconds=self.settings.heartbeat_timeout_s))
-        if ids:
-            log.warning("put back %d jobs whose worker or broker lost them: %s", len(ids),
-                        ids[:20])
+                            heard_before=now - timedelta(seconds=self.settings.heartbeat_timeout_s),
+                            max_leases=self.settings.max_grader_attempts)
+        if put.ids:
+            log.warning("put back %d jobs whose worker or broker lost them: %s", len(put.ids),
+                        put.ids[:20])
+        if put.ended:
+            log.error("ended as error, having lost their worker %d times: %s",
+                      self.settings.max_grader_attempts, put.ended)
 
     def _unstarted(self) -> int:
         with self.sessions() as db:
@@ -148,8 +177,8 @@ class CeleryDispatcher:
     def _publish(self, job: Job) -> bool:
         task = {"id": job.id, "attempt": job.attempt, "exercise": job.exercise,
                 "language": job.language, "source": job.source,
-                "params": params_for(self.settings, self.exercises, job.exercise, job.username),
-                "token": token_for(self.secret, job.id, job.attempt)}
+                "params": params_for(self.settings, self.exercises, job.exercise, job.username)}
+        # no credential in the message: the worker makes it from TASK_SECRET (task_tokens.py)
         try:
             self.celery.send_task(TASK_NAME, args=[task], queue=self.queue,
                                   task_id=f"submission-{job.id}-attempt-{job.attempt}")

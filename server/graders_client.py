@@ -64,25 +64,32 @@ class GradersClient:
                      else [settings.grader_python, "-m", "graders"])
         # a stand-in grader command (the tests' fake) speaks only the one-shot CLI
         self.persistent = not settings.grader_command
-        self._workers: dict[tuple[str, int | None], SlotWorker] = {}
+        # by slot: two slots on one GPU (SLOTS_PER_GPU) are two worker processes
+        self._workers: dict[tuple[str, int | None, str | None], SlotWorker] = {}
         self._workers_lock = threading.Lock()
 
-    def _worker(self, device: str, gpu_index: int | None) -> SlotWorker:
+    def _worker(self, device: str, gpu_index: int | None, slot: str | None = None,
+                share_gpu: bool = False) -> SlotWorker:
         with self._workers_lock:
-            key = (device, gpu_index)
+            key = (device, gpu_index, slot)
             if key not in self._workers:
                 argv = self.base + ["worker", "--device", device]
                 if gpu_index is not None:
                     argv += ["--gpu-index", str(gpu_index)]
+                if share_gpu:
+                    argv.append("--share-gpu")
                 self._workers[key] = SlotWorker(argv, self.settings.grader_timeout_s)
             return self._workers[key]
 
-    def warm_up(self, device: str, gpu_index: int | None) -> None:
-        """Start a slot's worker ahead of its first job (its runners take seconds)."""
+    def warm_up(self, device: str, gpu_index: int | None, slot: str | None = None,
+                share_gpu: bool = False) -> None:
+        """Start a slot's worker ahead of its first job (its runners take seconds).
+        ``slot``: the slot's name, its worker's key; ``share_gpu``: other slots grade on
+        the same GPU (the worker's ``--share-gpu``)."""
         if self.persistent:
-            problem = self._worker(device, gpu_index).warm_up()
+            problem = self._worker(device, gpu_index, slot, share_gpu).warm_up()
             if problem:
-                log.error("slot %s/%s: %s", device, gpu_index, problem)
+                log.error("slot %s (%s/%s): %s", slot, device, gpu_index, problem)
 
     def close(self) -> None:
         with self._workers_lock:
@@ -100,14 +107,17 @@ class GradersClient:
     def grade(self, exercise: str, language: str, source: str, device: str,
               gpu_index: int | None,
               on_check: Callable[[dict[str, Any]], None] | None = None,
-              params: dict[str, Any] | None = None) -> GradeOutcome:
+              params: dict[str, Any] | None = None, slot: str | None = None,
+              share_gpu: bool = False) -> GradeOutcome:
         """``on_check`` hears of each check as it ends (the slot's worker only; the
         one-shot stand-in grader says nothing until its result). ``params``: the student's
-        values of the exercise's parameters (server/student_params.py)."""
+        values of the exercise's parameters (server/student_params.py). ``slot`` and
+        ``share_gpu``: as for ``warm_up``."""
         if self.persistent:
             with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
                 path = write_submission(tmp, language, source)
-                return self._worker(device, gpu_index).grade(exercise, path, on_check, params)
+                return self._worker(device, gpu_index, slot, share_gpu).grade(
+                    exercise, path, on_check, params)
         with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
             path = write_submission(tmp, language, source)
             argv = self.base + ["grade", exercise, str(path), "--json", "--device", device]

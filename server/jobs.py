@@ -71,7 +71,8 @@ class Claimer:
                 # grade's place while it runs (services.on_the_board): no board changes
                 result = db.execute(
                     update(Submission).where(Submission.id == sid, waiting)
-                    .values(status=Status.RUNNING, attempts=Submission.attempts + 1, **values)
+                    .values(status=Status.RUNNING, attempts=Submission.attempts + 1,
+                            checks_done=None, **values)
                     .execution_options(board_neutral=True))
                 if result.rowcount == 1:
                     s = db.get(Submission, sid)
@@ -84,7 +85,8 @@ class Claimer:
 def release(db: Session, where: ColumnElement[bool]) -> int:
     """Running work back to waiting: new work to the queue, a regrade beside its old
     grade. Its attempt is over: a result still on its way for it is refused."""
-    cleared = dict(started_at=None, dispatched_at=None, heartbeat_at=None, worker=None)
+    cleared = dict(started_at=None, dispatched_at=None, heartbeat_at=None, worker=None,
+                   checks_done=None)
     running = Submission.status == Status.RUNNING
     # board_neutral: a running regrade and its old grade are on the board alike, and new
     # work is on none, running or waiting (server/boards.py)
@@ -103,19 +105,67 @@ def requeue_interrupted(sessions: sessionmaker[Session]) -> int:
         return release(db, Submission.id.isnot(None))
 
 
+@dataclass(frozen=True)
+class PutBack:
+    """What ``requeue_stale`` did: published jobs the broker lost, started ones whose
+    worker fell silent (put back), and those that lost their worker too often (ended)."""
+
+    unstarted: list[int]
+    silent: list[int]
+    ended: list[int]
+
+    @property
+    def ids(self) -> list[int]:
+        return self.unstarted + self.silent
+
+
 def requeue_stale(sessions: sessionmaker[Session], published_before: datetime,
-                  heard_before: datetime) -> list[int]:
+                  heard_before: datetime, max_leases: int) -> PutBack:
     """Remote work whose grader vanished: published but never started by
-    ``published_before`` (the broker lost it), or started but silent since
-    ``heard_before`` (its worker died). Returns the ids put back."""
-    stale = (((Submission.heartbeat_at.is_(None)) & (Submission.dispatched_at < published_before))
-             | (Submission.heartbeat_at < heard_before))
+    ``published_before`` (the broker lost it: not the submission's doing, put back), or
+    started but silent since ``heard_before`` (its worker died, or the submission killed
+    it): counted, put back, and ended as ``error`` on the ``max_leases``-th time, so that a
+    submission that kills every worker it reaches does not go round for ever."""
+    running = Submission.status == Status.RUNNING
     with sessions.begin() as db:
-        ids = list(db.scalars(select(Submission.id).where(Submission.status == Status.RUNNING,
-                                                          stale)))
-        if ids:
-            release(db, Submission.id.in_(ids))
-        return ids
+        unstarted = list(db.scalars(select(Submission.id).where(
+            running, Submission.heartbeat_at.is_(None),
+            Submission.dispatched_at < published_before)))
+        silent = list(db.scalars(select(Submission.id).where(
+            running, Submission.heartbeat_at < heard_before)))
+        ended = []
+        for sid in silent:
+            s = db.get(Submission, sid, with_for_update=True)
+            s.leases_lost = (s.leases_lost or 0) + 1
+            if s.leases_lost >= max_leases:
+                ended.append(sid)
+                end_in_error(db, s, f"its grading lost its worker {s.leases_lost} times (the "
+                                    "worker died or stopped answering while grading it): it "
+                                    "was not graded, and does not count against you; an "
+                                    "instructor can grade it again")
+        back = unstarted + [sid for sid in silent if sid not in ended]
+        if back:
+            release(db, Submission.id.in_(back))
+    metrics.REQUEUES.labels("broker_lost").inc(len(unstarted))
+    metrics.REQUEUES.labels("lease_lost").inc(len(silent) - len(ended))
+    metrics.ENDED_LOST.inc(len(ended))
+    return PutBack(unstarted, [sid for sid in silent if sid not in ended], ended)
+
+
+def end_in_error(db: Session, s: Submission, reason: str,
+                 result: dict[str, Any] | None = None) -> None:
+    """A submission the graders could not grade: `error` (on no board, not counted against
+    the student), with why; a regrade's old grade stands instead."""
+    if s.regrade_pending:  # the old grade stands; the instructor reads the log
+        s.status, s.regrade_pending = Status.GRADED, False
+        return
+    result = result or {"verdict": "grader_error", "score": 0.0, "message": reason,
+                        "checks": [], "performance": None, "grader_version": ""}
+    s.status, s.checks_done = Status.ERROR, None
+    s.verdict, s.score, s.finished_at = result["verdict"], float(result["score"]), utcnow()
+    metrics.observe(result, s.started_at, s.finished_at, s.created_at)
+    db.add(GradeRun(submission_id=s.id, verdict=s.verdict, score=s.score, result=result,
+                    grader_version=str(result.get("grader_version", ""))))
 
 
 def store(sessions: sessionmaker[Session], settings: Settings, job_id: int, attempt: int,
@@ -145,21 +195,19 @@ def store(sessions: sessionmaker[Session], settings: Settings, job_id: int, atte
             log.error("grader fault on submission %d (attempt %d): %s", s.id, attempt, reason)
             if s.attempts < settings.max_grader_attempts:
                 release(db, Submission.id == s.id)
+                metrics.REQUEUES.labels("grader_fault").inc()
                 on_requeue()
                 return "retry"
-            if s.regrade_pending:  # the old grade stands; the instructor reads the log
-                s.status, s.regrade_pending = Status.GRADED, False
-                return "stored"
-            s.status = Status.ERROR
-            result = result or {"verdict": "grader_error", "score": 0.0, "message": reason,
-                                "checks": [], "performance": None, "grader_version": ""}
-        else:
-            s.status, s.regrade_pending = Status.GRADED, False
-            if result.get("flag"):  # e.g. a timing faster than a copy: an instructor looks
-                s.flag = Flag.SUSPICIOUS
-                log.warning("submission %d flagged: %s", s.id, result["flag"])
+            end_in_error(db, s, reason, result)
+            return "stored"
+        regrade = s.regrade_pending
+        s.status, s.regrade_pending, s.checks_done = Status.GRADED, False, None
+        if result.get("flag"):  # e.g. a timing faster than a copy: an instructor looks
+            s.flag = Flag.SUSPICIOUS
+            log.warning("submission %d flagged: %s", s.id, result["flag"])
         s.verdict, s.score, s.finished_at = result["verdict"], float(result["score"]), utcnow()
-        metrics.observe(result, s.started_at, s.finished_at)
+        # a regrade's wait is the instructor's, not a student's
+        metrics.observe(result, s.started_at, s.finished_at, None if regrade else s.created_at)
         db.add(GradeRun(submission_id=s.id, verdict=s.verdict, score=s.score, result=result,
                         grader_version=str(result.get("grader_version", ""))))
     return "stored"

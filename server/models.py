@@ -112,6 +112,16 @@ class Submission(Base):
     # the latest result's headline, for the leaderboard and lists
     verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the checks ended so far while it runs (server/progress.py): in the database, so that
+    # any server process can show what a worker told another one (migration 0008)
+    checks_done: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    # when the student first tried to hand this work in: an earlier refused try (the queue
+    # full, a submission still being graded) when there was one; `late` is decided by it
+    first_tried_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                            nullable=True)
+    # gradings started and then never heard of again (the worker died or fell silent): a
+    # submission that keeps killing its worker ends as `error` after MAX_GRADER_ATTEMPTS
+    leases_lost: Mapped[int] = mapped_column(Integer, default=0)
 
     user: Mapped[User] = relationship()
     results: Mapped[list["GradeRun"]] = relationship(back_populates="submission",
@@ -151,3 +161,43 @@ class Extension(Base):
 
     user: Mapped[User] = relationship(foreign_keys=[user_id])
     granter: Mapped[User | None] = relationship(foreign_keys=[granted_by])
+
+
+class RefusedTry(Base):
+    """A submission the server refused for want of room (429, 503): when the student tried.
+
+    A refusal near a deadline must not become a late mark when the student tries again
+    (issue 27): the next accepted submission of the same exercise, within
+    ``REFUSAL_HOLDS_S`` of the first refusal, is judged late or on time by that refusal's
+    time (server/admission.py). Consumed by the accepted submission (migration 0008)."""
+
+    __tablename__ = "refused_tries"
+    __table_args__ = (Index("ix_refused_tries_user_exercise", "user_id", "exercise"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    exercise: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    reason: Mapped[str] = mapped_column(String(32))  # in_flight | per_hour | queue_full
+
+
+class ChangeStamp(Base):
+    """A counter per in-memory view (a leaderboard, the signed-in readers), raised in the
+    transaction that changes what the view shows, so that every server process can tell
+    that its copy is stale (server/shared_state.py; migration 0008)."""
+
+    __tablename__ = "change_stamps"
+
+    key: Mapped[str] = mapped_column(String(80), primary_key=True)
+    stamp: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class WorkerSeen(Base):
+    """A remote worker as the servers last heard of it: in service or not, and why
+    (server/dispatch_celery.py; any server process may be the one it spoke to)."""
+
+    __tablename__ = "workers_seen"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    healthy: Mapped[bool] = mapped_column(Boolean, default=True)

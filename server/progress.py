@@ -1,40 +1,40 @@
 """What a student sees while waiting: the queue ahead of them, and each check as it ends.
 
 Checks arrive from the slot's ``graders worker`` (its ``{"id", "check"}`` lines) or from a
-remote worker (``/internal/tasks/…/progress``) and live in the server's memory until the
-result is stored: progress is a courtesy, the database holds only results.
+remote worker (``/internal/tasks/…/progress``) and are kept on the submission's row
+(``checks_done``) while it runs, so that any server process shows them (issue 27); a claim,
+a release and a stored result clear them.
 """
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from .models import Status, Submission, as_utc, utcnow
 
 
-class ProgressBoard:
-    def __init__(self) -> None:
-        self._checks: dict[int, list[dict[str, Any]]] = {}
-        self._lock = threading.Lock()
+def shown(check: dict[str, Any]) -> dict[str, Any]:
+    """What a page shows of a check: never more than its name and points."""
+    return {"name": str(check.get("name", ""))[:64], "passed": bool(check.get("passed")),
+            "points": check.get("points"), "max_points": check.get("max_points")}
 
-    def record(self, submission_id: int, check: dict[str, Any]) -> None:
-        shown = {"name": str(check.get("name", ""))[:64], "passed": bool(check.get("passed")),
-                 "points": check.get("points"), "max_points": check.get("max_points")}
-        with self._lock:
-            self._checks.setdefault(submission_id, []).append(shown)
 
-    def checks(self, submission_id: int) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._checks.get(submission_id, []))
+def add_check(s: Submission, check: dict[str, Any]) -> None:
+    """Append a check to a running submission's progress (its row locked by the caller)."""
+    s.checks_done = [*(s.checks_done or []), shown(check)]
 
-    def clear(self, submission_id: int) -> None:
-        with self._lock:
-            self._checks.pop(submission_id, None)
+
+def record_check(sessions: sessionmaker[Session], submission_id: int, attempt: int,
+                 check: dict[str, Any]) -> None:
+    """A check of a local grading ended: kept while this attempt still runs."""
+    with sessions.begin() as db:
+        s = db.get(Submission, submission_id, with_for_update=True)
+        if s is not None and s.status is Status.RUNNING and s.attempts == attempt:
+            add_check(s, check)
 
 
 def progress_of(request, db: Session, s: Submission) -> dict[str, Any] | None:
@@ -49,7 +49,6 @@ def progress_of(request, db: Session, s: Submission) -> dict[str, Any] | None:
             return None
         return round(max((now - as_utc(value)).total_seconds(), 0.0), 1)
 
-    board = getattr(request.app.state.dispatcher, "progress", None)
     out: dict[str, Any] = {"queue_position": None, "waiting_s": since(s.created_at),
                            "running_s": None, "checks": [],
                            "checks_total": _checks_total(request, s)}
@@ -58,7 +57,7 @@ def progress_of(request, db: Session, s: Submission) -> dict[str, Any] | None:
             Submission.status == Status.QUEUED, Submission.id < s.id)) or 0)
     elif s.status is Status.RUNNING:
         out["running_s"] = since(s.started_at)
-        out["checks"] = board.checks(s.id) if board else []
+        out["checks"] = list(s.checks_done or [])
     return out
 
 

@@ -1,8 +1,8 @@
 """Dispatching submissions to graders. The database is the queue and the truth.
 
 ``Dispatcher`` is the small interface the API talks to; ``LocalPool`` is the
-embedded default: one worker thread per slot (one per visible GPU, pinned to
-it, else one CPU-interpreter slot), each claiming the oldest queued submission
+embedded default: one worker thread per slot (SLOTS_PER_GPU per visible GPU, pinned
+to it, else one CPU-interpreter slot), each claiming the oldest queued submission
 with a guarded UPDATE, grading it through the slot's ``graders worker`` process
 (warm runners between jobs) and storing the result in one transaction. A distributed task engine for many GPU hosts slots
 in behind the same interface.
@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from .graders_client import ExerciseInfo, GradersClient
 from .jobs import Claimer, requeue_interrupted, store
 from .models import Status, Submission, utcnow
-from .progress import ProgressBoard
+from .progress import record_check
 from .settings import Settings
 from .student_params import params_for
 
@@ -47,18 +47,29 @@ class SlotSpec:
     device: str  # cpu | cuda
     gpu_index: int | None
     in_service: bool = True
+    shares_gpu: bool = False  # other slots grade on its GPU (SLOTS_PER_GPU > 1)
+
+
+def visible_gpus() -> list[int]:
+    """The indices of the /dev/nvidiaN nodes."""
+    return sorted(int(m.group(1)) for p in Path("/dev").glob("nvidia*")
+                  if (m := re.fullmatch(r"nvidia(\d+)", p.name)))
 
 
 def default_slots(settings: Settings) -> list[SlotSpec]:
-    gpus = sorted(int(m.group(1)) for p in Path("/dev").glob("nvidia*")
-                  if (m := re.fullmatch(r"nvidia(\d+)", p.name)))
+    """CPU: GRADING_SLOTS slots (at least one). GPU: SLOTS_PER_GPU slots on each visible
+    GPU, or on the first GRADING_SLOTS of them; a GPU's first slot is gpu-N, the others
+    gpu-N-1, gpu-N-2..."""
+    gpus = visible_gpus()
     if settings.grader_device == "cpu" or (settings.grader_device == "auto" and not gpus):
         count = max(1, settings.grading_slots)
         return [SlotSpec(f"cpu-{i}", "cpu", None) for i in range(count)]
     gpus = gpus or [0]
     if settings.grading_slots:
         gpus = gpus[: settings.grading_slots]
-    return [SlotSpec(f"gpu-{i}", "cuda", i) for i in gpus]
+    per_gpu = max(1, settings.slots_per_gpu)
+    return [SlotSpec(f"gpu-{i}" + (f"-{k}" if k else ""), "cuda", i, shares_gpu=per_gpu > 1)
+            for i in gpus for k in range(per_gpu)]
 
 
 def queue_depth(db: Session) -> int:
@@ -78,7 +89,6 @@ class LocalPool:
         self.slots = slots or default_slots(settings)
         self._wake = threading.Condition()
         self.claimer = Claimer(sessions)
-        self.progress = ProgressBoard()
         self._stopping = False
         self._threads: list[threading.Thread] = []
 
@@ -104,7 +114,9 @@ class LocalPool:
 
     # -- a slot's loop ----------------------------------------------------------------
     def _work(self, slot: SlotSpec) -> None:
-        self.client.warm_up(slot.device, slot.gpu_index)
+        # a worker process per slot (by name): two slots on one GPU are two processes
+        self.client.warm_up(slot.device, slot.gpu_index, slot=slot.name,
+                            share_gpu=slot.shares_gpu)
         while not self._stopping and slot.in_service:
             try:
                 job = self.claimer.claim(started_at=utcnow())
@@ -118,15 +130,16 @@ class LocalPool:
                 continue
             outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
                                         slot.gpu_index,
-                                        on_check=lambda c, sid=job.id: self.progress.record(sid, c),
+                                        on_check=lambda c, j=job: record_check(
+                                            self.sessions, j.id, j.attempt, c),
                                         params=params_for(self.settings, self.exercises or {},
-                                                          job.exercise, job.username))
+                                                          job.exercise, job.username),
+                                        slot=slot.name, share_gpu=slot.shares_gpu)
             try:
                 store(self.sessions, self.settings, job.id, job.attempt, outcome, self.notify,
                       self.exercises)
             except Exception:  # noqa: BLE001
                 log.exception("storing the result of submission %d failed", job.id)
-            self.progress.clear(job.id)
             if not outcome.slot_healthy:
                 slot.in_service = False
                 log.error("slot %s taken out of service: %s", slot.name, outcome.slot_problem)

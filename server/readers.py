@@ -11,7 +11,9 @@ its user) and served from memory until:
   rare, and the next request of each reader looks it up again).
 
 A lookup that raced with such a commit is not remembered (a generation counter), so a
-revoked session is never served from here after its revocation committed.
+revoked session is never served from here after its revocation committed; a revocation
+committed by another server process is applied here within about a second
+(server/shared_state.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sqlalchemy.orm import Session
 from .auth import COOKIE, hash_token, session_lifetime, session_query
 from .commits import changed_columns, note, on_commit
 from .models import Role, User, WebSession, as_utc, utcnow
+from .shared_state import share
 
 MAX_REMEMBERED = 20_000  # readers; past it the memory starts again (each costs ~300 bytes)
 _USER_COLUMNS = frozenset({"token_hash", "display_name", "role"})
@@ -113,5 +116,7 @@ def _note_bulk(execute_state):
 
 
 on_commit(_REVOKES, lambda _: forget_all())
+# another server process forgets within about a second (server/shared_state.py)
+share(_REVOKES, lambda _: forget_all())
 
 

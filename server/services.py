@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import logging
 
-import math
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from pathlib import PurePath
 
 from sqlalchemy import func, or_, select, update
@@ -16,35 +13,34 @@ from graders.vocabulary import LANGUAGE_BY_SUFFIX
 
 from .api.common import NOT_SCORED, iso
 from .api.validation import nul_line
+from . import metrics
+from . import admission
+from .admission import Refused, check_room, first_tried
 from .deadlines import deadline_for, is_late
 from .filenames import stored_name
 from .graders_client import ExerciseInfo
-from .models import Flag, GradeRun, Role, Status, Submission, User, as_utc
-from .queue import queue_depth
+from .models import Flag, GradeRun, Role, Status, Submission, User
 from .settings import Settings
 
 log = logging.getLogger("server.submissions")
 
 
 
-@dataclass
-class Refused(Exception):
-    """A submission the server will not take, with the HTTP status that says why."""
-
-    status: int
-    detail: str
-    headers: dict[str, str] = field(default_factory=dict)
-    in_flight: int | None = None  # the student's submission still being graded, if that is why
-
-
-def _retry_after(seconds: float) -> dict[str, str]:
-    return {"Retry-After": str(max(1, math.ceil(seconds)))}
-
-
 def accept_submission(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo],
                       user: User, exercise_name: str, language: str | None, filename: str,
                       raw: str | bytes) -> Submission:
     """Validate, apply the limits, and commit: the row exists before anyone is told so."""
+    try:
+        return _accept(db, settings, exercises, user, exercise_name, language, filename, raw)
+    except Refused as refused:
+        if refused.reason == "invalid":  # room refusals are counted where they are made
+            metrics.REFUSALS.labels("invalid").inc()
+        raise
+
+
+def _accept(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo], user: User,
+            exercise_name: str, language: str | None, filename: str,
+            raw: str | bytes) -> Submission:
     exercise = exercises.get(exercise_name)
     if exercise is None:
         raise Refused(422, f"unknown exercise {exercise_name!r} (known: {', '.join(exercises)})")
@@ -70,31 +66,18 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
         raise Refused(422, f"the source holds a NUL character{nul_line(source)}: a kernel's "
                            "source is text")
 
-    now = datetime.now(timezone.utc)
-    if user.role is Role.STUDENT:
-        mine = select(Submission).where(Submission.user_id == user.id)
-        in_flight = db.scalars(select(Submission.id).where(
-            Submission.user_id == user.id, own_work_in_flight())
-            .order_by(Submission.id.desc())).all()  # the newest first: the one to link
-        if len(in_flight) >= settings.max_in_flight_per_student:
-            raise Refused(429, "you already have a submission being graded: wait for it to "
-                               f"finish (submission {in_flight[0]})", _retry_after(10),
-                          in_flight=in_flight[0])
-        recent = db.scalars(mine.where(Submission.created_at > now - timedelta(hours=1))
-                            .order_by(Submission.created_at)).all()
-        if len(recent) >= settings.submissions_per_hour:
-            wait = (as_utc(recent[0].created_at) + timedelta(hours=1) - now).total_seconds()
-            raise Refused(429, f"at most {settings.submissions_per_hour} submissions an hour",
-                          _retry_after(wait))
-    if queue_depth(db) >= settings.max_queue_depth:
-        raise Refused(503, "the grading queue is full: try again shortly", _retry_after(30))
+    at = admission.now()  # one clock for admission (tests move it)
+    # room for it now? A refusal is recorded: the student's retry is judged by this time
+    check_room(db, settings, user, exercise.name, at, limit_student=user.role is Role.STUDENT)
+    tried = first_tried(db, settings, user, exercise.name, at)
 
     deadline = deadline_for(db, settings, exercise, user).at  # an extension counts
     filename = stored_name(filename)  # no control characters: it goes into headers
     submission = Submission(user_id=user.id, exercise=exercise.name, language=language,
                             filename=filename, source=source,
-                            status=Status.QUEUED, attempts=0,
-                            late=is_late(now, deadline), created_at=now)
+                            status=Status.QUEUED, attempts=0, created_at=at,
+                            first_tried_at=tried if tried < at else None,
+                            late=is_late(tried, deadline))
     db.add(submission)
     db.commit()
     log.info("submission=%d user=%s exercise=%s language=%s queued", submission.id,
@@ -150,12 +133,6 @@ def on_the_board():
 def scored():
     """A grade that is a score: not a verdict that gives none (HIP only compiled)."""
     return or_(Submission.verdict.is_(None), Submission.verdict.not_in(sorted(NOT_SCORED)))
-
-
-def own_work_in_flight():
-    """A student's own work still to be graded (a regrade is the instructor's)."""
-    return (Submission.status == Status.QUEUED) | (
-        (Submission.status == Status.RUNNING) & ~Submission.regrade_pending)
 
 
 # How late work counts (LATE_POLICY), the same on the leaderboard, in the API and the CSV.

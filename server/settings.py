@@ -41,7 +41,11 @@ class Settings(BaseSettings):
     # grading
     grader_python: str = sys.executable  # the Python that runs `-m graders`
     grader_device: str = "auto"  # auto | cpu | cuda
-    grading_slots: int = 0  # 0: one per visible GPU, else one CPU-interpreter slot
+    grading_slots: int = 0  # 0: every visible GPU, else one CPU-interpreter slot;
+    # N: the first N GPUs (or N CPU-interpreter slots)
+    # slots on each GPU, one worker process each: >1 runs one grading's checks beside
+    # another's (the GPU idles while a grading compiles); timings still take the GPU alone
+    slots_per_gpu: int = 1
     grader_timeout_s: float = 900  # the grader process as a whole (its runner has its own)
     grader_command: str = ""  # tests only: a stand-in for `python -m graders`
     max_grader_attempts: int = 3  # grader_error retried this often, then `error`
@@ -65,9 +69,17 @@ class Settings(BaseSettings):
     # open connections one client address may hold (0: no limit); behind a proxy or a
     # campus NAT the whole class is one address: raise it there (server/connections.py)
     max_connections_per_client: int = 1000
+    # per student and exercise (server/admission.py): a deadline's rush on one exercise
+    # leaves the others' room
     submissions_per_hour: int = 20
     max_in_flight_per_student: int = 1
-    max_queue_depth: int = 200
+    # waiting submissions, all students together. The database is the queue, so this only
+    # bounds what an attack (many accounts) can store: far above a deadline's need (at most
+    # students x exercises x MAX_IN_FLIGHT_PER_STUDENT wait at once)
+    max_queue_depth: int = 5000
+    # a submission refused for want of room holds its time this long: the student's next
+    # submission of the exercise within it is judged late or on time by the refused try
+    refusal_holds_s: float = 3600.0
     deadlines: dict[str, datetime] = {}  # exercise -> deadline; overrides the spec's
     # how late work counts, on the board, in the API and the CSV (server/services.py):
     # on_time_first | best_counts | on_time_only

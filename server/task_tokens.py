@@ -1,18 +1,20 @@
 """The credential a remote worker reports with: scoped to one task, one attempt.
 
-A worker holds no database URL and no instructor token. Each task it receives carries
-``token = HMAC(secret, "submission:attempt")``, made by the server under a secret that
-never leaves it. With it the worker may start, keep alive and answer that one grading,
-once: a forged token is refused, and a replayed result finds the attempt already over.
+A worker holds no database URL and no instructor token. It reports on a task with
+``token = HMAC(TASK_SECRET, "submission:attempt")`` (graders/task_contract.task_token),
+which it makes itself: the server and the workers hold TASK_SECRET, and the task in the
+broker carries no token, so that a reader of the broker cannot report a result. With it
+the worker may start, keep alive and answer that one grading, once: a forged token is
+refused, and a replayed result finds the attempt already over.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import secrets
 from pathlib import Path
+
+from graders.task_contract import task_token
 
 from .settings import REPO_ROOT, Settings
 from .strength import same_secret
@@ -36,7 +38,7 @@ def load_secret(settings: Settings, path: Path = SECRET_FILE) -> bytes:
 
 
 def token_for(secret: bytes, submission_id: int, attempt: int) -> str:
-    return hmac.new(secret, f"{submission_id}:{attempt}".encode(), hashlib.sha256).hexdigest()
+    return task_token(secret, submission_id, attempt)
 
 
 def valid(secret: bytes, submission_id: int, attempt: int, token: str) -> bool:

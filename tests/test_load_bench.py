@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, mutant_file
 from graders.bench.load import (CLASSES, SECTION, MixEntry, Record, busy_per_hour, class_rows,
                                 load_mix, percentile, render_section, run_load_bench,
-                                select_mix, throughput_per_hour, write_section)
+                                select_mix, throughput_per_hour, timing_spread, write_section)
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
@@ -86,6 +86,38 @@ def test_write_section_replaces_or_appends_and_keeps_the_rest(tmp_path):
     write_section(path, f"{SECTION}\n\nappended\n")
     assert path.read_text() == (f"# Benchmarks\n\n<!-- notes -->\n\nhand-written\n\n"
                                 f"{SECTION}\n\nappended\n")
+
+
+def test_the_timing_spread_of_passing_files_graded_more_than_once(tmp_path):
+    def timed(i: int, name: str, fraction: float, gbs: float, klass: str = "passing"):
+        record = _record(i, klass, 0, i, i + 1)
+        record.entry = MixEntry(REPO / f"fake/{name}", "safe_softmax", klass)
+        record.result = {**record.result,
+                         "performance": {"fraction_of_copy": fraction, "gbs": gbs}}
+        return record
+
+    records = [timed(1, "a.py", 0.90, 3000), timed(2, "a.py", 1.00, 3300),
+               timed(3, "a.py", 0.95, 3150), timed(4, "b.py", 0.5, 2000),
+               timed(5, "b.py", 0.5, 2000), timed(6, "c.py", 0.7, 1000),  # once: no spread
+               timed(7, "d.py", 0.1, 10, "mutant"), timed(8, "d.py", 0.9, 10, "mutant")]
+    median, worst, files = timing_spread(records, "fraction_of_copy")
+    # a.py: (1.00 − 0.90) / 0.95; b.py: 0; c.py timed once, d.py not of the passing class
+    assert files == 2 and worst == pytest.approx(0.1 / 0.95)
+    assert median == pytest.approx(0.05 / 0.95)
+
+    shared = render_section(records, "cuda", 2, [], slots_per_gpu=2)
+    assert shared.startswith(f"{SECTION}, 2 slots per GPU\n")
+    assert "2 grading slots sharing one GPU (SLOTS_PER_GPU=2" in shared
+    assert "fraction of copy median 5.3%, max 10.5% (2 files)" in shared
+    alone = render_section(records[:1], "cuda", 1, [])
+    assert alone.startswith(f"{SECTION}\n") and "(SLOTS_PER_GPU=1)" in alone
+    assert "no passing file was timed twice" in alone
+    # sharing on and off keep a section each in one file
+    path = tmp_path / "benchmarks.md"
+    write_section(path, alone)
+    write_section(path, shared)
+    write_section(path, alone)
+    assert path.read_text().count(SECTION) == 2
 
 
 def test_the_manifest_holds_the_mix_the_issue_asks_for():

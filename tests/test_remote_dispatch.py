@@ -10,8 +10,10 @@ them all together under kill -9.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import json
 import os
 import shutil
 import subprocess
@@ -27,7 +29,7 @@ from fastapi.testclient import TestClient
 
 from server.app import create_app
 from services import free_port, start_redis
-from test_server_api import add_students, settings_for, submit
+from test_server_api import add_students, auth, settings_for, submit
 
 SECRET = "remote-dispatch-secret-0123"
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
@@ -93,6 +95,82 @@ def test_a_forged_or_replayed_result_credential_is_refused(tmp_path):
                         f"/internal/tasks/{sid}/{attempt + 1}") == 409
             row = _row(client, sid)
             assert row.status is Status.GRADED and len(row.results) == 1
+    finally:
+        redis.kill()
+        redis.wait()
+
+
+def test_a_reader_of_the_broker_finds_no_credential_in_a_task(tmp_path):
+    """Each task carried its result credential: anyone who could read Redis could report
+    a result for any attempt in flight (issue 27). The worker now makes it from
+    TASK_SECRET; the message holds nothing that the server accepts."""
+    import redis as redis_client
+
+    port = free_port()
+    redis = start_redis(port)
+    try:
+        with _celery(f"sqlite:///{tmp_path / 'db.sqlite'}", port) as client:
+            token = add_students(client, "ada")["ada"]
+            sid = submit(client, token).json()["id"]
+            broker = redis_client.Redis(port=port)
+            assert _until(lambda: broker.llen("cpu") > 0)
+            attempt = _row(client, sid).attempts
+            bodies = [base64.b64decode(json.loads(m)["body"]).decode()
+                      for m in broker.lrange("cpu", 0, -1)]
+            task = json.loads(bodies[0])[0][0]
+            assert task["id"] == sid and task["attempt"] == attempt and "token" not in task
+            assert not any(_token(sid, attempt) in body for body in bodies)
+            # whatever the message holds, sent as a credential, is refused
+            sendable = [v for v in [*map(str, task.values()), bodies[0][:4000]]
+                        if v and v.isascii() and v.isprintable()]  # what a header can carry
+            for value in sendable:
+                assert client.post(f"/internal/tasks/{sid}/{attempt}/start",
+                                   json={"worker": "w"},
+                                   headers={"X-Task-Token": value}).status_code == 403
+    finally:
+        redis.kill()
+        redis.wait()
+
+
+def test_a_submission_that_kills_its_worker_ends_after_the_attempt_limit(tmp_path):
+    """A lost lease was put back without counting: a submission that kills (or silences)
+    every worker that takes it went round for ever (issue 27). Here the test is the worker:
+    it takes each task from Redis, starts it, and dies (never says another word)."""
+    import redis as redis_client
+
+    port = free_port()
+    redis = start_redis(port)
+    try:
+        settings = settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher="celery",
+                                grader_queue="cpu", broker_url=f"redis://127.0.0.1:{port}/0",
+                                task_secret=SECRET, heartbeat_timeout_s=1.0,
+                                max_grader_attempts=3)
+        with TestClient(create_app(settings)) as client:
+            token = add_students(client, "ada")["ada"]
+            sid = submit(client, token).json()["id"]
+            broker = redis_client.Redis(port=port)
+            for attempt in (1, 2, 3):
+                message = None
+
+                def took() -> bool:
+                    nonlocal message
+                    message = broker.rpop("cpu")
+                    return message is not None
+
+                assert _until(took, 30), f"attempt {attempt} was not published"
+                task = json.loads(base64.b64decode(json.loads(message)["body"]))[0][0]
+                assert (task["id"], task["attempt"]) == (sid, attempt)
+                r = client.post(f"/internal/tasks/{sid}/{attempt}/start", json={"worker": "w"},
+                                headers={"X-Task-Token": _token(sid, attempt)})
+                assert r.status_code == 200  # ... and the worker dies here
+            assert _until(lambda: _row(client, sid).status is Status.ERROR, 30)
+            row = _row(client, sid)
+            assert row.leases_lost == 3 and len(row.results) == 1
+            assert "lost its worker 3 times" in row.results[0].result["message"]
+            assert broker.llen("cpu") == 0  # not published a fourth time
+            seen = client.get(f"/api/submissions/{sid}", headers=auth(token)).json()
+            assert seen["status"] == "error"
+            assert "autograder_ended_after_lost_leases_total 1.0" in client.get("/metrics").text
     finally:
         redis.kill()
         redis.wait()

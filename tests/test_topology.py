@@ -1,10 +1,13 @@
-"""Scale-out with real parts (issue 13): PostgreSQL, redis-server, the server with
-DISPATCHER=celery and two CPU workers, started with the commands docker/compose.yaml runs.
+"""Scale-out with real parts (issues 13, 27): PostgreSQL, redis-server, two server
+processes with DISPATCHER=celery against the one database (as behind a proxy), and two CPU
+workers, started with the commands docker/compose.yaml runs.
 
-A burst of 300 submissions from 60 students; during it one worker is killed -9
-mid-grading (and started again), redis is killed -9 and restarted empty, and the server
-is killed -9 and restarted. At the end every submission that got a 202 has exactly one
-grade_runs row: none lost, none graded twice. Most of the burst are files that do not
+A burst of 300 submissions from 60 students, spread over the two servers as a proxy would
+(to the other when one does not answer); each worker reports to one of them. During the
+burst one worker is killed -9 mid-grading (and started again), redis is killed -9 and
+restarted empty, and one server is killed -9 and restarted. At the end every submission
+that got a 202 has exactly one grade_runs row: none lost, none graded twice; and both
+servers show the same leaderboard. Most of the burst are files that do not
 parse (answered without a runner); a few are real gradings, some slow on purpose.
 """
 
@@ -42,8 +45,8 @@ class Topology:
 
     def __init__(self, database_url: str, tmp, device: str = "cpu"):
         self.tmp, self.device = tmp, device
-        self.redis_port, self.port = free_port(), free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.redis_port, self.ports = free_port(), [free_port(), free_port()]
+        self.bases = [f"http://127.0.0.1:{port}" for port in self.ports]
         broker = f"redis://127.0.0.1:{self.redis_port}/0"
         clean = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "ADMIN_TOKEN")}
         self.server_env = dict(clean, DATABASE_URL=database_url, ADMIN_TOKEN=ADMIN,
@@ -52,10 +55,12 @@ class Topology:
                                MAX_IN_FLIGHT_PER_STUDENT=str(EACH),
                                SUBMISSIONS_PER_HOUR="1000", MAX_QUEUE_DEPTH="1000",
                                PUBLISH_TIMEOUT_S="15", HEARTBEAT_TIMEOUT_S="10")
-        # a worker's environment: the broker, the server's URL, its device; no credentials
-        self.worker_env = dict(clean, BROKER_URL=broker, SERVER_URL=self.base,
-                               GRADER_DEVICE=device)
-        self.redis = self.server = None
+        # a worker's environment: the broker, a server's URL, its device, the secret that
+        # makes its reports' credentials; no database, no instructor token
+        self.worker_env = dict(clean, BROKER_URL=broker, GRADER_DEVICE=device,
+                               TASK_SECRET=SECRET)
+        self.redis = None
+        self.servers: list[subprocess.Popen | None] = [None, None]
         self.workers: dict[str, subprocess.Popen] = {}
 
     def _log(self, name):
@@ -64,21 +69,21 @@ class Topology:
     def start_redis(self) -> None:
         self.redis = start_redis(self.redis_port, self._log("redis"))
 
-    def start_server(self) -> None:
-        self.server = subprocess.Popen([sys.executable, "-m", "server", "--port", str(self.port)],
-                                       cwd=REPO, env=self.server_env, stdout=self._log("server"),
-                                       stderr=subprocess.STDOUT)
+    def start_server(self, n: int) -> None:
+        self.servers[n] = subprocess.Popen(
+            [sys.executable, "-m", "server", "--port", str(self.ports[n])], cwd=REPO,
+            env=self.server_env, stdout=self._log(f"server{n}"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.base}/api/health").status_code == 200:
+                if httpx.get(f"{self.bases[n]}/api/health").status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.2)
         raise AssertionError("the server did not start")
 
-    def start_worker(self, name: str, gpu_index: int | None = None) -> None:
-        env = dict(self.worker_env, WORKER_NAME=name)
+    def start_worker(self, name: str, server: int, gpu_index: int | None = None) -> None:
+        env = dict(self.worker_env, WORKER_NAME=name, SERVER_URL=self.bases[server])
         if gpu_index is not None:
             env["GRADER_GPU_INDEX"] = str(gpu_index)
         self.workers[name] = subprocess.Popen(
@@ -88,7 +93,7 @@ class Topology:
             cwd=REPO, env=env, stdout=self._log(name), stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
-        for proc in [*self.workers.values(), self.server, self.redis]:
+        for proc in [*self.workers.values(), *self.servers, self.redis]:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=30)
@@ -114,11 +119,12 @@ def test_a_burst_survives_a_lost_worker_broker_and_server(postgres, tmp_path):
 
     try:
         top.start_redis()
-        top.start_server()
-        for name in ("w1", "w2"):
-            top.start_worker(name)
+        top.start_server(0)
+        top.start_server(1)
+        for n, name in enumerate(("w1", "w2")):
+            top.start_worker(name, server=n)
         admin = {"Authorization": f"Bearer {ADMIN}"}
-        roster = httpx.post(f"{top.base}/api/admin/students", headers=admin, timeout=30, json={
+        roster = httpx.post(f"{top.bases[0]}/api/admin/students", headers=admin, timeout=30, json={
             "students": [{"username": f"s{i:02d}", "display_name": f"S{i:02d}"}
                          for i in range(STUDENTS)]}).json()["students"]
         tokens = [s["token"] for s in roster]
@@ -129,16 +135,20 @@ def test_a_burst_survives_a_lost_worker_broker_and_server(postgres, tmp_path):
         accepted, codes = [], Counter()
         killed = set()
         for k, source in enumerate(sources):
-            try:
-                r = httpx.post(f"{top.base}/api/submissions", timeout=30,
-                               headers={"Authorization": f"Bearer {tokens[k % STUDENTS]}"},
-                               json={"exercise": "safe_softmax", "language": "triton",
-                                     "source": source})
+            # as a proxy: the servers in turn, the other one when one does not answer
+            for base in (top.bases[k % 2], top.bases[1 - k % 2]):
+                try:
+                    r = httpx.post(f"{base}/api/submissions", timeout=30,
+                                   headers={"Authorization": f"Bearer {tokens[k % STUDENTS]}"},
+                                   json={"exercise": "safe_softmax", "language": "triton",
+                                         "source": source})
+                except httpx.HTTPError:
+                    codes["no answer"] += 1  # that server is down: not acknowledged
+                    continue
                 codes[r.status_code] += 1
                 if r.status_code == 202:
                     accepted.append(r.json()["id"])
-            except httpx.HTTPError:
-                codes["no answer"] += 1  # the server is down: not acknowledged, not counted
+                break
             if k == 40:  # a worker mid-grading, killed
                 _wait("w1 grading", lambda: count(Submission.status == Status.RUNNING,
                                                   Submission.worker == "w1",
@@ -146,17 +156,17 @@ def test_a_burst_survives_a_lost_worker_broker_and_server(postgres, tmp_path):
                 top.workers["w1"].kill()
                 killed.add("worker w1")
             if k == 100:
-                top.start_worker("w1")
+                top.start_worker("w1", server=0)
                 top.redis.kill()  # the broker, with every message in it
                 top.redis.wait()
                 killed.add("redis")
                 time.sleep(2)
                 top.start_redis()
             if k == 200:
-                top.server.kill()
-                top.server.wait()
+                top.servers[0].kill()
+                top.servers[0].wait()
                 killed.add("server")
-                top.start_server()
+                top.start_server(0)
         ids = set(accepted)
         _wait("every accepted submission graded",
               lambda: count(Submission.id.in_(ids),
@@ -179,6 +189,12 @@ def test_a_burst_survives_a_lost_worker_broker_and_server(postgres, tmp_path):
         assert len(ids) >= 290
         assert lost == [] and twice == []
         assert verdicts["passed"] >= 1 and verdicts["compile_error"] >= 250
+        # each server's leaderboard, kept in its memory, shows the other's results too
+        # (server/shared_state.py: within about a second)
+        time.sleep(2.5)
+        boards = [httpx.get(f"{base}/api/leaderboard/safe_softmax", timeout=30).json()
+                  for base in top.bases]
+        assert boards[0] == boards[1] and boards[0]["entries"]
     finally:
         top.stop()
         engine.dispose()

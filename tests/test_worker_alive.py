@@ -56,6 +56,7 @@ def test_a_worker_whose_slot_cannot_start_leaves_the_queue_and_says_why(tmp_path
     heartbeat = tmp_path / "alive"
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "ADMIN_TOKEN")}
     env.update(BROKER_URL=f"redis://127.0.0.1:{port}/0", SERVER_URL="http://127.0.0.1:9",
+               TASK_SECRET="worker-alive-task-secret-0123",
                GRADER_DEVICE="cuda", GRADER_GPU_INDEX="99", GRADER_WARM="1",
                WORKER_HEARTBEAT_FILE=str(heartbeat))
     try:

@@ -44,19 +44,19 @@ def run(pg: ThrowawayPostgres | None, workers: int, batch: int, warm: str | None
             top.worker_env["GRADER_WARM"] = warm
         try:
             top.start_redis()
-            top.start_server()
+            top.start_server(0)
             for i in range(workers):
-                top.start_worker(f"w{i + 1}", gpu_index=i if device == "cuda" else None)
+                top.start_worker(f"w{i + 1}", server=0, gpu_index=i if device == "cuda" else None)
             time.sleep(settle_s)  # the workers' slots make their runners ready
             admin = {"Authorization": f"Bearer {ADMIN}"}
-            roster = httpx.post(f"{top.base}/api/admin/students", headers=admin, timeout=30,
+            roster = httpx.post(f"{top.bases[0]}/api/admin/students", headers=admin, timeout=30,
                                 json={"students": [{"username": f"b{i:02d}", "display_name": "B"}
                                                    for i in range(batch)]}).json()["students"]
             started = time.monotonic()
             sent = []
             for i, student in enumerate(roster):
                 source = FILES[i % len(FILES)].read_text()
-                r = httpx.post(f"{top.base}/api/submissions", timeout=30,
+                r = httpx.post(f"{top.bases[0]}/api/submissions", timeout=30,
                                headers={"Authorization": f"Bearer {student['token']}"},
                                json={"exercise": "safe_softmax", "language": "triton",
                                      "source": source})
@@ -66,7 +66,7 @@ def run(pg: ThrowawayPostgres | None, workers: int, batch: int, warm: str | None
             ids = {sid for _, sid in sent}
             verdicts: Counter = Counter()
             while True:
-                rows = httpx.get(f"{top.base}/api/admin/submissions", headers=admin,
+                rows = httpx.get(f"{top.bases[0]}/api/admin/submissions", headers=admin,
                                  timeout=30).json()["submissions"]
                 done = [r for r in rows if r["id"] in ids and r["status"] in ("graded", "error")]
                 if len(done) == len(ids):

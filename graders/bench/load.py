@@ -1,7 +1,8 @@
-"""``python -m graders bench --load``: a realistic mix through the real server, one slot.
+"""``python -m graders bench --load``: a realistic mix through the real server, one GPU.
 
 The server is started as a subprocess (``python -m server``) on a fresh SQLite database,
-with one grading slot and limits raised so that nothing is refused. One student per
+with one grading slot (or, ``--slots-per-gpu N``, N slots sharing one GPU) and limits
+raised so that nothing is refused. One student per
 submission is added through the roster API, the whole mix (``mix/manifest.toml``) is
 submitted at once, and the submissions are polled until each is graded (or ``error``).
 Nothing of the server is imported here: it is driven over HTTP with urllib, as a
@@ -12,7 +13,9 @@ Per submission: latency = finished_at - started_at (the slot's claim to the stor
 result) and wait = started_at - created_at (time in the queue). Per class: p50, p95
 and max latency, and the verdicts seen. Throughput = gradings / (last finished_at -
 first started_at), an hour. The target (issue: "≥ 400 gradings an hour per H200, no
-non-hostile submission over 20 s") is checked and said.
+non-hostile submission over 20 s") is checked and said. Timing spread: how much the
+measured speed of one passing file varies between its gradings (``--rounds 2`` or more),
+to compare sharing the GPU with not sharing it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import secrets
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,7 +55,8 @@ TARGET_MAX_LATENCY_S = 20.0
 DONE = ("graded", "error")  # a submission's final states
 
 # The server's environment. Limits high enough that the burst is never refused: the
-# bench measures grading, not the rate limits.
+# bench measures grading, not the rate limits. GRADING_SLOTS=1: one GPU (SLOTS_PER_GPU
+# slots on it, server/queue.py default_slots), or one CPU-interpreter slot.
 SERVER_ENV = {
     "GRADING_SLOTS": "1",
     "SUBMISSIONS_PER_HOUR": "1000000",
@@ -165,7 +170,7 @@ def http_json(method: str, url: str, token: str | None = None, body: dict | None
 class Server:
     """``python -m server`` on a temporary SQLite database, stopped on exit."""
 
-    def __init__(self, device: str, port: int, workdir: Path):
+    def __init__(self, device: str, port: int, workdir: Path, slots_per_gpu: int = 1):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.admin_token = secrets.token_urlsafe(24)
@@ -173,7 +178,7 @@ class Server:
         self.env = {k: v for k, v in os.environ.items() if k not in SERVER_ENV_DROPPED}
         self.env.update(SERVER_ENV, DATABASE_URL=f"sqlite:///{workdir / 'load.db'}",
                         ADMIN_TOKEN=self.admin_token, GRADER_DEVICE=device,
-                        PYTHONUNBUFFERED="1")
+                        SLOTS_PER_GPU=str(slots_per_gpu), PYTHONUNBUFFERED="1")
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "Server":
@@ -307,8 +312,8 @@ def throughput_per_hour(records: list[Record]) -> float | None:
 
 
 def busy_per_hour(records: list[Record]) -> float | None:
-    """Gradings per hour of the slot's own busy time (the sum of their latencies): what
-    the slot does for these submissions alone, whatever else was in the queue."""
+    """Gradings per hour of a slot's own busy time (the sum of their latencies): what
+    a slot does for these submissions alone, whatever else was in the queue."""
     latencies = [r.latency_s for r in records if r.done and r.latency_s is not None]
     return per_hour(len(latencies), sum(latencies))
 
@@ -348,6 +353,22 @@ def class_rows(records: list[Record]) -> list[ClassRow]:
     return rows
 
 
+def timing_spread(records: list[Record], figure: str) -> tuple[float, float, int] | None:
+    """(median, max, files) of the spread of performance ``figure`` over the passing files
+    graded more than once: each file's (max − min) / median of its timed values. None
+    when no file was timed twice."""
+    values: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        value = ((r.result or {}).get("performance") or {}).get(figure)
+        if r.entry.klass == "passing" and r.done and isinstance(value, (int, float)):
+            values.setdefault((r.entry.label, r.entry.exercise), []).append(float(value))
+    spreads = [(max(v) - min(v)) / statistics.median(v) for v in values.values()
+               if len(v) > 1 and statistics.median(v) > 0]
+    if not spreads:
+        return None
+    return statistics.median(spreads), max(spreads), len(spreads)
+
+
 # -- markdown ----------------------------------------------------------------------------
 def _s(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
@@ -384,6 +405,32 @@ def target_verdict(records: list[Record], rate: float | None) -> str:
     return head + ("**met**." if not misses else "**missed**: " + "; ".join(misses) + ".")
 
 
+def spread_line(records: list[Record]) -> str:
+    """The timing spread in words: sharing the GPU must not make timings less repeatable."""
+    head = ("Timing spread (passing files graded more than once; per file (max − min) / "
+            "median of its speed, then the median and max over the files): ")
+    parts = []
+    for figure, name in (("fraction_of_copy", "fraction of copy"), ("gbs", "GB/s")):
+        spread = timing_spread(records, figure)
+        if spread is not None:
+            median, worst, files = spread
+            parts.append(f"{name} median {median:.1%}, max {worst:.1%} ({files} files)")
+    return head + ("; ".join(parts) if parts else "— (no passing file was timed twice: "
+                                                  "`--rounds 2` or more).")
+
+
+def section_heading(slots_per_gpu: int) -> str:
+    """Sharing on and off keep a section each in one file, to be compared."""
+    return SECTION if slots_per_gpu <= 1 else f"{SECTION}, {slots_per_gpu} slots per GPU"
+
+
+def _slots_words(slots_per_gpu: int) -> str:
+    if slots_per_gpu <= 1:
+        return "one grading slot (SLOTS_PER_GPU=1)"
+    return (f"{slots_per_gpu} grading slots sharing one GPU (SLOTS_PER_GPU={slots_per_gpu}: "
+            "their checks side by side, each timing alone)")
+
+
 def _left_out(skipped: list[MixEntry]) -> str:
     classes = sorted({e.klass for e in skipped})
     why = ("the CPU interpreter would spin on the endless kernel until its 300 s limit"
@@ -393,7 +440,8 @@ def _left_out(skipped: list[MixEntry]) -> str:
 
 def render_section(records: list[Record], device_arg: str, rounds: int,
                    skipped: list[MixEntry], today: datetime.date | None = None,
-                   mix_name: str = "the mix of `graders/bench/mix/manifest.toml`") -> str:
+                   mix_name: str = "the mix of `graders/bench/mix/manifest.toml`",
+                   slots_per_gpu: int = 1) -> str:
     """The markdown section: how it was measured, the summary, per class, per submission."""
     today = today or datetime.date.today()
     device, versions = _versions(records)
@@ -401,10 +449,11 @@ def render_section(records: list[Record], device_arg: str, rounds: int,
     done = [r for r in records if r.done]
     copies = f", {rounds} copies of it" if rounds > 1 else ""
 
-    md = [SECTION, "",
+    md = [section_heading(slots_per_gpu), "",
           f"Measured by `python -m graders bench --load` on {device}, {today.isoformat()}; "
           f"{versions}. The real server (`python -m server`, SQLite, GRADER_DEVICE="
-          f"{device_arg}) with one grading slot; one student per submission; "
+          f"{device_arg}) with {_slots_words(slots_per_gpu)}; one student per "
+          "submission; "
           f"{len(records)} submissions, {mix_name}{copies}, sent at once. Latency = the "
           "slot's claim to the stored result (finished_at − started_at); wait = time queued "
           "(started_at − created_at); grader = the grader's own duration_s.", ""]
@@ -414,9 +463,9 @@ def render_section(records: list[Record], device_arg: str, rounds: int,
                f"{_s(span_s(records), 0)} s, first claim to last stored result.")
     if any(r.entry.klass == HOSTILE for r in records):
         realistic = [r for r in records if r.entry.klass != HOSTILE]
-        summary += (" Without the hostile class, the slot's busy rate (their count over the "
+        summary += (" Without the hostile class, a slot's busy rate (their count over the "
                     f"sum of their latencies) is {_s(busy_per_hour(realistic), 0)} an hour.")
-    md += [summary, "", target_verdict(records, rate), ""]
+    md += [summary, "", target_verdict(records, rate), "", spread_line(records), ""]
 
     md += ["| class | n | p50 s | p95 s | max s | p50 wait s | verdicts |",
            "|---|---|---|---|---|---|---|"]
@@ -437,14 +486,16 @@ def render_section(records: list[Record], device_arg: str, rounds: int,
 
 
 def write_section(path: Path, section: str) -> None:
-    """Replace the section in the file, or append it; the rest of the file is kept.
+    """Replace the section (by its heading, its first line) in the file, or append it; the
+    rest of the file is kept.
 
     The section runs from its heading to the next level-2 heading or HTML comment line
     (`graders bench` keeps its notes after such a marker). Appended at the end, it sits in
     the part `graders bench --out` keeps, so the two benches do not erase each other."""
     text = path.read_text() if path.exists() else ""
+    heading = section.splitlines()[0].rstrip()
     lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == SECTION), None)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
     if start is None:
         joiner = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n")
                                                                else "\n\n")
@@ -506,14 +557,19 @@ def fetch_results(server: Server, records: list[Record]) -> None:
 
 def run_load_bench(out: Path | None, device: str = "auto", port: int = 0, rounds: int = 1,
                    only_classes=None, *, mix: list[MixEntry] | None = None,
-                   time_cap_s: float | None = None, poll_s: float = 1.0) -> int:
-    """Grade the mix through the server's queue on one slot; print (and with `out`, record)
-    p50/p95 per class and gradings per hour. 0 when every submission was graded, 1 when
-    some were not (the time cap), 2 when the server could not be run.
+                   time_cap_s: float | None = None, poll_s: float = 1.0,
+                   slots_per_gpu: int = 1) -> int:
+    """Grade the mix through the server's queue on one GPU's slots (or one CPU slot);
+    print (and with `out`, record) p50/p95 per class and gradings per hour. 0 when every
+    submission was graded, 1 when some were not (the time cap), 2 when the server could
+    not be run.
 
-    `mix` replaces the manifest (tests); `rounds` sends that many copies in one burst."""
+    `mix` replaces the manifest (tests); `rounds` sends that many copies in one burst;
+    `slots_per_gpu` is the server's SLOTS_PER_GPU (on the CPU it changes nothing)."""
     entries = mix if mix is not None else load_mix()
-    chosen = select_mix(entries, resolve_device(device), only_classes)
+    kind = resolve_device(device)
+    slots_per_gpu = max(1, slots_per_gpu) if kind == "cuda" else 1  # the CPU has one slot
+    chosen = select_mix(entries, kind, only_classes)
     skipped = [e for e in entries if e not in chosen]
     chosen = chosen * max(1, rounds)
     if not chosen:
@@ -526,11 +582,11 @@ def run_load_bench(out: Path | None, device: str = "auto", port: int = 0, rounds
     time_cap_s = time_cap_s or 600 + 330 * len(chosen)
 
     with tempfile.TemporaryDirectory(prefix="load-bench-") as tmp:
-        server = Server(device, port, Path(tmp))
+        server = Server(device, port, Path(tmp), slots_per_gpu=slots_per_gpu)
         try:
             with server:
                 print(f"load bench: server on {server.base}, GRADER_DEVICE={device}, "
-                      f"{len(chosen)} submissions", flush=True)
+                      f"SLOTS_PER_GPU={slots_per_gpu}, {len(chosen)} submissions", flush=True)
                 records = submit_all(server, chosen)
                 finished = wait_for_all(server, records, time_cap_s, poll_s)
                 fetch_results(server, records)
@@ -541,7 +597,8 @@ def run_load_bench(out: Path | None, device: str = "auto", port: int = 0, rounds
 
     section = render_section(records, device, rounds, skipped,
                              mix_name="a mix given by the caller" if mix is not None else
-                             "the mix of `graders/bench/mix/manifest.toml`")
+                             "the mix of `graders/bench/mix/manifest.toml`",
+                             slots_per_gpu=slots_per_gpu)
     print(section, flush=True)
     if out:
         write_section(out, section)

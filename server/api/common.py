@@ -58,6 +58,8 @@ def submission_json(request: Request, s: Submission, with_result: bool = True) -
         "status": s.status.value, "verdict": s.verdict,
         "score": score_of(s.verdict, s.score), "late": s.late,
         "flag": s.flag.value, "attempts": s.attempts, "created_at": iso(s.created_at),
+        # set when an earlier refused try decided `late` (server/admission.py)
+        "first_tried_at": iso(s.first_tried_at),
         "started_at": iso(s.started_at), "finished_at": iso(s.finished_at),
         "regrading": bool(s.regrade_pending),
         "url": submission_url(request, s.id),

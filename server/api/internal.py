@@ -19,6 +19,7 @@ from graders.vocabulary import Verdict
 from ..graders_client import GradeOutcome
 from ..jobs import store
 from ..models import Status, Submission, utcnow
+from ..progress import add_check
 from ..task_tokens import valid
 
 log = logging.getLogger("server.internal")
@@ -67,18 +68,20 @@ def start(submission_id: int, attempt: int, note: WorkerNote, request: Request,
         if s.heartbeat_at is not None:
             raise HTTPException(409, "another worker already started this attempt")
         s.started_at = s.heartbeat_at = utcnow()
-        s.worker = note.worker or None
-    _dispatcher(request).progress.clear(submission_id)
+        s.worker, s.checks_done = note.worker or None, None
     _dispatcher(request).heard_from(note.worker, started=True)
     return {"ok": True}
 
 
 def _beat(request: Request, submission_id: int, attempt: int, token: str | None,
-          worker: str) -> None:
-    """The task's worker is alive: its lease runs on."""
+          worker: str, check: dict[str, Any] | None = None) -> None:
+    """The task's worker is alive: its lease runs on (and a check ended, if ``check``)."""
     _check(request, submission_id, attempt, token)
     with request.app.state.sessionmaker.begin() as db:
-        _running(db, submission_id, attempt).heartbeat_at = utcnow()
+        s = _running(db, submission_id, attempt)
+        s.heartbeat_at = utcnow()
+        if check is not None:  # kept on the row: any server process shows it (progress.py)
+            add_check(s, check)
     _dispatcher(request).heard_from(worker)
 
 
@@ -97,8 +100,7 @@ class TaskProgress(WorkerNote):
 def progress(submission_id: int, attempt: int, body: TaskProgress, request: Request,
              x_task_token: str | None = Header(None)):
     """A check of the task ended (for the student's page; also a heartbeat)."""
-    _beat(request, submission_id, attempt, x_task_token, body.worker)
-    _dispatcher(request).progress.record(submission_id, body.check)
+    _beat(request, submission_id, attempt, x_task_token, body.worker, body.check)
     return {"ok": True}
 
 
@@ -116,7 +118,6 @@ def result(submission_id: int, attempt: int, body: TaskResult, request: Request,
                    attempt, GradeOutcome(outcome, body.fault, body.slot_healthy,
                                          body.slot_problem), dispatcher.notify,
                    request.app.state.exercises)
-    dispatcher.progress.clear(submission_id)
     dispatcher.heard_from(body.worker, healthy=body.slot_healthy)
     if stored == "stale":
         raise HTTPException(409, "this attempt is over: its result was not stored")

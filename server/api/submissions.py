@@ -13,7 +13,7 @@ from ..auth import current_user, get_db
 from ..models import Submission, User
 from ..progress import progress_of
 from ..services import Refused, accept_submission
-from .common import own_submission, submission_json, submission_url
+from .common import iso, own_submission, submission_json, submission_url
 from .validation import DbId, read_json
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
@@ -54,7 +54,7 @@ async def create_submission(request: Request, user: User = Depends(current_user)
     return JSONResponse(status_code=202, content={
         "id": submission.id, "status": submission.status.value,
         "url": submission_url(request, submission.id),
-        "late": submission.late})
+        "late": submission.late, "first_tried_at": iso(submission.first_tried_at)})
 
 
 @router.get("")
