@@ -24,8 +24,9 @@ BROKER="redis://:$REDIS_PASSWORD@127.0.0.1:6391/0"
 DATABASE_URL=sqlite:///$W/db.sqlite ADMIN_TOKEN=$ADMIN TASK_SECRET=$SECRET DISPATCHER=celery \
   BROKER_URL=$BROKER GRADER_QUEUE=${DEVICE:-cuda} COURSE_SECRET=wai-course-secret-0123456789 \
   python3 -m server --port 8123 > $W/server.log 2>&1 &
-for i in $(seq 60); do curl -sf http://127.0.0.1:8123/api/health >/dev/null && break; sleep 1; done
-echo "server: $(curl -s http://127.0.0.1:8123/api/health)"
+CLIENT="python3 docs/experiments/wai_client.py"  # no curl on the GPU image
+$CLIENT health http://127.0.0.1:8123 $ADMIN
+$CLIENT submit http://127.0.0.1:8123 $ADMIN
 
 MASKS='for p in /proc/asound /proc/acpi /proc/interrupts /proc/kcore /proc/keys /proc/latency_stats /proc/timer_list /proc/timer_stats /proc/sched_debug /proc/scsi /sys/firmware; do
   [ -e $p ] || continue; if [ -d $p ]; then mount -t tmpfs -o ro tmpfs $p; else mount --bind /dev/null $p; fi; done
@@ -64,31 +65,13 @@ for v in "masked+nocc:$MASKS
 $NOCC" "nocc:$NOCC" "masked:$MASKS"; do
   name=${v%%:*}; setup=${v#*:}
   worker "${name//+/-}" "$setup"; started "${name//+/-}"
-  echo "submissions taken while it could not grade: $(curl -s -H "Authorization: Bearer $ADMIN" \
-    http://127.0.0.1:8123/api/admin/submissions | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("submissions", [])))' 2>&1)"
+  $CLIENT status http://127.0.0.1:8123 $ADMIN
+  kill $(cat $W/${name//+/-}.pid) 2>/dev/null; sleep 2  # one that could start (on a CPU) goes
 done
 
 echo "=== variant: as-image (compiler present, systempaths=unconfined: no masks)"
 worker as-image true; started as-image
-TOKEN=$(curl -s -X POST -H "Authorization: Bearer $ADMIN" -H 'content-type: application/json' \
-  -d '{"students":[{"username":"ada","display_name":"Ada"}]}' http://127.0.0.1:8123/api/admin/students \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["students"][0]["token"])')
-T0=$(date +%s.%N)
-SID=$(curl -s -H "Authorization: Bearer $TOKEN" -F exercise=safe_softmax \
-  -F file=@reference_solutions/safe_softmax/solution.py http://127.0.0.1:8123/api/submissions \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-for i in $(seq 240); do
-  ST=$(curl -s -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8123/api/submissions/$SID)
-  echo "$ST" | grep -q '"status":"graded"\|"status":"error"' && break; sleep 0.5
-done
-echo "$ST" | python3 -c "
-import json, sys; s = json.load(sys.stdin); r = s.get('result') or {}
-print('submission', s['id'], s['status'], s['verdict'], s['score'], 'worker-side', r.get('duration_s'), 's',
-      'device', r.get('device_name'), 'sandboxed', r.get('sandboxed'))
-print('checks', [(c['name'], c['passed']) for c in r.get('checks', [])])
-print('performance', {k: (r.get('performance') or {}).get(k) for k in ('gbs', 'fraction_of_copy', 'points')})"
-echo "submit to verdict: $(python3 -c "import time; print(round(time.time() - $T0, 2))") s"
-curl -s http://127.0.0.1:8123/metrics | grep -E "^autograder_(graders|broker_up|submit_to_verdict_seconds_(count|sum)|requeues)" 
+$CLIENT wait http://127.0.0.1:8123 $ADMIN
 WORKER_HEARTBEAT_FILE=$W/as-image.alive python3 -m graders.worker_alive && echo "healthcheck (heartbeat file): ok" || echo "healthcheck failed"
 grep -E "grading|stored|submission=" $W/as-image.log | cut -c1-300 | tail -5
 pkill -f "graders.remote_worker" ; pkill -f "python3 -m server"; redis-cli -p 6391 -a "$REDIS_PASSWORD" shutdown 2>/dev/null
