@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -45,10 +46,9 @@ def test_the_healthcheck_command_exits_by_the_files_age(tmp_path):
     assert subprocess.run(check, cwd=REPO, env=env).returncode == 0
 
 
-def test_a_worker_whose_slot_cannot_start_leaves_the_queue_and_says_why(tmp_path):
-    """It took task after task and failed each in seconds while counting as in service
-    (issue 27). Here its runners cannot start (GPU 99: no such device, on any host): the
-    Celery worker exits 3 before taking any task, names the cause, and never beats."""
+def _celery_worker(tmp_path, **env_changes) -> tuple[subprocess.CompletedProcess, Path]:
+    """A Celery worker against a real redis-server and no server; its end and its
+    heartbeat file."""
     if shutil.which("redis-server") is None:
         pytest.skip("needs Debian's redis-server (scripts/setup installs it)")
     port = free_port()
@@ -59,6 +59,8 @@ def test_a_worker_whose_slot_cannot_start_leaves_the_queue_and_says_why(tmp_path
                TASK_SECRET="worker-alive-task-secret-0123",
                GRADER_DEVICE="cuda", GRADER_GPU_INDEX="99", GRADER_WARM="1",
                WORKER_HEARTBEAT_FILE=str(heartbeat))
+    env.update(env_changes)
+    env = {k: v for k, v in env.items() if v is not None}
     try:
         worker = subprocess.run(
             [sys.executable, "-m", "celery", "-A", "graders.remote_worker", "worker", "--pool",
@@ -67,9 +69,26 @@ def test_a_worker_whose_slot_cannot_start_leaves_the_queue_and_says_why(tmp_path
     finally:
         redis.kill()
         redis.wait()
+    return worker, heartbeat
+
+
+def test_a_worker_whose_slot_cannot_start_leaves_the_queue_and_says_why(tmp_path):
+    """It took task after task and failed each in seconds while counting as in service
+    (issue 27). Here its runners cannot start (GPU 99: no such device, on any host): the
+    Celery worker exits 3 before taking any task, names the cause, and never beats."""
+    worker, heartbeat = _celery_worker(tmp_path)
     assert worker.returncode == 3, worker.stderr[-2000:]
     assert "out of service: its slot did not start" in worker.stderr
     assert "torch sees no CUDA device" in worker.stderr  # the runner's own words
+    assert not heartbeat.exists()
+
+
+def test_a_worker_without_the_task_secret_takes_no_work(tmp_path):
+    """Tasks carry no credential any more (issue 27): a worker without TASK_SECRET could
+    grade but never report, so it exits 3 at start, saying so."""
+    worker, heartbeat = _celery_worker(tmp_path, TASK_SECRET=None)
+    assert worker.returncode == 3, worker.stderr[-2000:]
+    assert "TASK_SECRET is not set" in worker.stderr
     assert not heartbeat.exists()
 
 
