@@ -14,7 +14,7 @@ from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import metrics, web, web_extensions
-from .api import admin, exercises, extensions, internal, leaderboard, submissions
+from .api import admin, events, exercises, extensions, internal, leaderboard, submissions
 from .auth import end_sessions_of, hash_token, new_token
 from .db import make_engine, make_sessionmaker
 from .graders_client import GradersClient
@@ -93,7 +93,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app = FastAPI(title="Softmax autograder", version="0.1.0", lifespan=lifespan,
                   description="Submit Triton kernels for the A07 softmax exercises; read verdicts "
                               "and the leaderboard.")
-    for module in (submissions, exercises, leaderboard, admin, extensions, internal, metrics,
+    for module in (submissions, events, exercises, leaderboard, admin, extensions, internal, metrics,
                    web, web_extensions):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")

@@ -138,6 +138,8 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     # the reference through the editor: watch it finish, passed
     reference = (REPO / "reference_solutions/safe_softmax/solution.py").read_text()
     student.get_by_label("Your code").fill(reference)
+    asked: list[str] = []
+    student.on("request", lambda request: asked.append(request.url))
     student.get_by_role("button", name="Submit for grading").click()
     student.wait_for_url(f"{base}/submissions/*")
     student.evaluate("window.__notReloaded = true")
@@ -149,6 +151,10 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     assert student.evaluate("window.__notReloaded === true")
     assert student.locator("#announce").inner_text().startswith("Graded: passed")
     assert student.evaluate("document.activeElement.id") == "verdict-h"
+    # its progress came as a stream (issue 27), not as a request a second
+    sid = student.url.split("#")[0].rsplit("/", 1)[1]
+    assert f"{base}/api/submissions/{sid}/events" in asked
+    assert f"{base}/api/submissions/{sid}" not in asked
     shot(student, "submission-passed")
 
     # a mutant by file upload: failed, the named check, its row dump with NaN highlighted

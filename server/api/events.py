@@ -1,0 +1,81 @@
+"""A waiting submission's progress as a stream (server-sent events), not a poll a second.
+
+The submission page asked ``GET /api/submissions/{id}`` once a second while it waited: with
+500 students at a deadline, 500 requests a second, each authenticated, each a thread and a
+connection for its whole answer (issue 27). ``GET /api/submissions/{id}/events`` authenticates
+once, then looks at the submission once a second in a short read (a thread and a database
+connection only for that read, none between) and sends an event only when what the page
+shows has changed (the queue position, the status, a check ended), and a keep-alive comment
+otherwise; the page counts the seconds itself. The last event carries the stored result,
+then the stream ends. Any server process can serve it: the progress is on the row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from ..auth import current_user, get_db
+from ..models import Status, Submission, User
+from ..progress import progress_of
+from .common import own_submission, submission_json
+from .validation import DbId
+
+router = APIRouter(prefix="/api/submissions", tags=["submissions"])
+LOOK_EVERY_S = 1.0
+KEEP_ALIVE_S = 15.0  # a comment line, so that proxies do not close a quiet stream
+STREAM_FOR_S = 600.0  # then the page opens a new one (and is authenticated again)
+DONE = (Status.GRADED, Status.ERROR)
+
+
+def _look(request: Request, submission_id: int) -> dict[str, Any]:
+    with request.app.state.sessionmaker() as db:
+        s = db.get(Submission, submission_id)
+        out = submission_json(request, s, with_result=s.status in DONE)
+        progress = progress_of(request, db, s)
+        if progress is not None:
+            out["progress"] = progress
+        return out
+
+
+def _shown(body: dict[str, Any]) -> tuple:
+    """What the page shows, without the seconds (the page counts those)."""
+    p = body.get("progress") or {}
+    return (body["status"], p.get("queue_position"), len(p.get("checks") or []))
+
+
+async def _events(request: Request, submission_id: int) -> AsyncIterator[str]:
+    began = last_sent = time.monotonic()
+    shown = None
+    while time.monotonic() - began < STREAM_FOR_S:
+        if await request.is_disconnected():
+            return
+        body = await run_in_threadpool(_look, request, submission_id)
+        if _shown(body) != shown:
+            shown, last_sent = _shown(body), time.monotonic()
+            yield f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
+            if body["status"] in {s.value for s in DONE}:
+                return
+        elif time.monotonic() - last_sent > KEEP_ALIVE_S:
+            last_sent = time.monotonic()
+            yield ": still waiting\n\n"
+        await asyncio.sleep(LOOK_EVERY_S)
+
+
+@router.get("/{submission_id}/events")
+def submission_events(submission_id: DbId, request: Request,
+                      user: User = Depends(current_user),
+                      db: Session = Depends(get_db, scope="function")):
+    """``text/event-stream``: one ``data:`` line (the submission's JSON, as ``GET
+    /api/submissions/{id}`` answers it) each time its progress changes; the last has its
+    result, then the stream ends."""
+    own_submission(db, user, submission_id)  # 404 unless it is the reader's (or they teach)
+    return StreamingResponse(_events(request, submission_id), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
