@@ -99,4 +99,7 @@ def server_config(app, host: str, port: int, header_timeout_s: float,
     """The embedded server's uvicorn settings, shared by ``python -m server`` and the tests."""
     return uvicorn.Config(app, host=host, port=port,
                           http=guarded_h11(header_timeout_s, max_per_client),
-                          timeout_keep_alive=5, log_level="info")
+                          timeout_keep_alive=5, log_level="info",
+                          # a page's progress stream stays open for minutes (api/events.py):
+                          # on SIGTERM it is cut after 5 s, and the page opens a new one
+                          timeout_graceful_shutdown=5)
