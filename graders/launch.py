@@ -34,7 +34,7 @@ from . import protocol
 from . import jobuids
 from .cgroups import JobCgroup, cgroups_disabled
 from .runner.main import BOOT
-from .sandbox import Limits
+from .limits import Limits
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import gpuinfo, perfinputs
 from .judge import compare_rows
-from .runner.timing import interquartile_spread
+from .stats import interquartile_spread
 from .spec import PerformanceSpec, PerfShape, Tolerance
 
 BELIEVABLE_FRACTION = 1.05

@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,7 +31,9 @@ from . import jobuids
 from .cgroups import cgroups_disabled, cgroups_usable
 from .gpuinfo import cuda_visible_devices
 from .jobuids import JobUids
-from .seed_cache import SEED_CACHE_ENV
+from .launch import _SHIM, RunnerJob
+from .limits import Limits
+from .protocol import SEED_CACHE_ENV
 
 log = logging.getLogger(__name__)
 SANDBOX_ROOT = "/grader"  # the graders package, read-only
@@ -49,20 +50,6 @@ INSTALL_HINT = (
 
 class SandboxUnavailable(Exception):
     """bwrap is missing or cannot create namespaces here."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    memory_bytes: int = 6 << 30  # host memory, via the job cgroup
-    max_pids: int = 512  # tasks (threads count too: torch starts one per core)
-    # processes (not threads) a job may have while a call runs; past it the job is killed at
-    # once: a runner, its sandbox and a compiler or two need a handful (issue 26, item 10)
-    max_processes: int = 64
-    cpu_seconds_margin: int = 30  # RLIMIT_CPU = wall clock + this (threads add up)
-    file_bytes: int = 64 << 20  # RLIMIT_FSIZE: largest file it may write
-    tmp_bytes: int = 512 << 20  # size of its private /tmp
-    output_keep_bytes: int = 64 << 10  # stdout+stderr kept for the report
-    output_max_bytes: int = 8 << 20  # past this the runner is stopped: output_limit
 
 
 def find_bwrap() -> str:
@@ -159,7 +146,6 @@ def _process_cap(launcher: "BwrapLauncher") -> JobUids | None:
 def _probe_as_job_uid(launcher: "BwrapLauncher", uids: JobUids) -> None:
     """Start the sandbox as a job uid once, with the real binds, and import what the runner
     imports first: the uid must be able to read the Python environment and the graders."""
-    from .launch import _SHIM, RunnerJob
 
     uid = uids.acquire()
     try:
@@ -207,11 +193,11 @@ class BwrapLauncher:
         # None: job cgroups cap processes; else each runner runs as a uid of its own
         self.job_uids: JobUids | None = _process_cap(self)
 
-    def command(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
+    def command(self, job: RunnerJob) -> tuple[list[str], dict[str, str]]:
         args, env = self.sandbox_args(job)
         return args + job.runner_argv(SANDBOX_ROOT), env
 
-    def sandbox_args(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
+    def sandbox_args(self, job: RunnerJob) -> tuple[list[str], dict[str, str]]:
         """The bubblewrap command up to the program it runs, and its environment."""
         from .registry import REPO_ROOT
 
@@ -240,7 +226,7 @@ class BwrapLauncher:
             env[SEED_CACHE_ENV] = SANDBOX_SEED_CACHE
         return args, env
 
-    def inbox_path(self, job: "RunnerJob", filename: str) -> str:  # noqa: F821
+    def inbox_path(self, job: RunnerJob, filename: str) -> str:
         return f"{SANDBOX_INBOX}/{filename}"
 
 
@@ -257,7 +243,7 @@ class DirectLauncher:
         self.limits = limits or Limits()
         self.seed_cache: Path | None = None
 
-    def command(self, job: "RunnerJob") -> tuple[list[str], dict[str, str]]:  # noqa: F821
+    def command(self, job: RunnerJob) -> tuple[list[str], dict[str, str]]:
         from .registry import REPO_ROOT
 
         env = dict(job.env, HOME=str(job.workdir), TMPDIR=str(job.workdir),
@@ -270,7 +256,7 @@ class DirectLauncher:
             env[SEED_CACHE_ENV] = str(self.seed_cache)
         return job.runner_argv(str(REPO_ROOT)), env
 
-    def inbox_path(self, job: "RunnerJob", filename: str) -> str:  # noqa: F821
+    def inbox_path(self, job: RunnerJob, filename: str) -> str:
         return str(job.inbox / filename)
 
 

@@ -4,7 +4,7 @@ Each runner proves its toolchain with the known-answer kernel (graders.pool), an
 GPU compiling it cost every runner seconds of CPU, which a busy slot's 16 cores pay
 five times a grading. So the slot compiles it once, in a trusted process of its own
 that runs nothing but that kernel, into a folder only the grader writes. Runners see
-it read-only (``SEED_CACHE_ENV`` names where) and copy it into their own Triton cache
+it read-only (``graders.protocol.SEED_CACHE_ENV`` names where) and copy it into their own Triton cache
 before warming, so the compile finds it there.
 
 This shares nothing between students: the seed holds only the grader's kernel, made
@@ -26,7 +26,6 @@ from pathlib import Path
 from .gpuinfo import cuda_visible_devices
 
 log = logging.getLogger(__name__)
-SEED_CACHE_ENV = "GRADER_SEED_CACHE"
 SEED_TIMEOUT_S = 120.0
 
 

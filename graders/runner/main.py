@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import protocol
 from ..arrays import HostArray
-from ..seed_cache import SEED_CACHE_ENV
+from ..protocol import SEED_CACHE_ENV
 
 SUBMISSION_MODULE = "submission"
 

@@ -25,26 +25,18 @@ and the rows it asks for, and judges both.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from typing import Any
 
 from .. import perfinputs
 from ..perfinputs import InputRecipe
+from ..stats import interquartile_spread  # shared with the checker, which reports it
 
 FLUSH_MIN_BYTES = 256 << 20
 # The GPU spins this long (about 1 ms) before each timed region, so that the host has
 # queued the whole call (Python, the guard, the launches) before the start event fires.
 HEADSTART_CYCLES = 2_000_000
 KEEP_MAX_BYTES = 8 << 30  # cloned outputs kept for the checker's row picks
-
-
-def interquartile_spread(values: list[float]) -> float:
-    """(Q3 - Q1) / median: the runner stops on it and the checker reports it."""
-    if len(values) < 4:
-        return float("inf")
-    q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return (q3 - q1) / med if med > 0 else float("inf")
 
 
 def clock(torch) -> tuple:
