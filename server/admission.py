@@ -28,7 +28,6 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from . import metrics
 from .models import RefusedTry, Status, Submission, User, as_utc
 from .queue import queue_depth
 
@@ -76,7 +75,6 @@ def check_room(db: Session, settings, user: User, exercise: str, at: datetime,
         refused.detail += (f". This try is recorded: submit {exercise} again within "
                            f"{settings.refusal_holds_s / 60:g} minutes and its deadline is "
                            "judged by this try's time, not the later one")
-        metrics.REFUSALS.labels(refused.reason).inc()
         raise
 
 

@@ -35,7 +35,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.util import identity_key
 
-from .commits import changed_columns, note, on_commit
+from .commits import changed_columns, note
 from .models import GradeRun, Status, Submission, User
 from .services import LATE_POLICIES, compute_leaderboard
 from .shared_state import share
@@ -152,5 +152,4 @@ def _note_bulk(execute_state) -> None:
         note(execute_state.session, _CHANGED, ALL)
 
 
-on_commit(_CHANGED, changed)
-share(_CHANGED, changed)  # and in every other server process
+share(_CHANGED, changed)  # on this process's commits, and on every other process's

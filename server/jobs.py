@@ -143,13 +143,13 @@ def requeue_stale(sessions: sessionmaker[Session], published_before: datetime,
                                     "worker died or stopped answering while grading it): it "
                                     "was not graded, and does not count against you; an "
                                     "instructor can grade it again")
-        back = unstarted + [sid for sid in silent if sid not in ended]
-        if back:
-            release(db, Submission.id.in_(back))
-    metrics.REQUEUES.labels("broker_lost").inc(len(unstarted))
-    metrics.REQUEUES.labels("lease_lost").inc(len(silent) - len(ended))
-    metrics.ENDED_LOST.inc(len(ended))
-    return PutBack(unstarted, [sid for sid in silent if sid not in ended], ended)
+        put = PutBack(unstarted, [sid for sid in silent if sid not in ended], ended)
+        if put.ids:
+            release(db, Submission.id.in_(put.ids))
+    metrics.REQUEUES.labels("broker_lost").inc(len(put.unstarted))
+    metrics.REQUEUES.labels("lease_lost").inc(len(put.silent))
+    metrics.ENDED_LOST.inc(len(put.ended))
+    return put
 
 
 def end_in_error(db: Session, s: Submission, reason: str,
@@ -162,8 +162,15 @@ def end_in_error(db: Session, s: Submission, reason: str,
     result = result or {"verdict": "grader_error", "score": 0.0, "message": reason,
                         "checks": [], "performance": None, "grader_version": ""}
     s.status, s.checks_done = Status.ERROR, None
+    _keep(db, s, result, waited_from=s.created_at)
+
+
+def _keep(db: Session, s: Submission, result: dict[str, Any], waited_from) -> None:
+    """The result's headline on the submission, the result itself as a grading run, and
+    its times in /metrics (``waited_from``: when the wait that ends here began, if a
+    student's)."""
     s.verdict, s.score, s.finished_at = result["verdict"], float(result["score"]), utcnow()
-    metrics.observe(result, s.started_at, s.finished_at, s.created_at)
+    metrics.observe(result, s.started_at, s.finished_at, waited_from)
     db.add(GradeRun(submission_id=s.id, verdict=s.verdict, score=s.score, result=result,
                     grader_version=str(result.get("grader_version", ""))))
 
@@ -205,9 +212,6 @@ def store(sessions: sessionmaker[Session], settings: Settings, job_id: int, atte
         if result.get("flag"):  # e.g. a timing faster than a copy: an instructor looks
             s.flag = Flag.SUSPICIOUS
             log.warning("submission %d flagged: %s", s.id, result["flag"])
-        s.verdict, s.score, s.finished_at = result["verdict"], float(result["score"]), utcnow()
         # a regrade's wait is the instructor's, not a student's
-        metrics.observe(result, s.started_at, s.finished_at, None if regrade else s.created_at)
-        db.add(GradeRun(submission_id=s.id, verdict=s.verdict, score=s.score, result=result,
-                        grader_version=str(result.get("grader_version", ""))))
+        _keep(db, s, result, waited_from=None if regrade else s.created_at)
     return "stored"

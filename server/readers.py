@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from .auth import COOKIE, hash_token, session_lifetime, session_query
-from .commits import changed_columns, note, on_commit
+from .commits import changed_columns, note
 from .models import Role, User, WebSession, as_utc, utcnow
 from .shared_state import share
 
@@ -115,8 +115,7 @@ def _note_bulk(execute_state):
     return result
 
 
-on_commit(_REVOKES, lambda _: forget_all())
-# another server process forgets within about a second (server/shared_state.py)
+# here at the commit, and in every other server process within about a second
 share(_REVOKES, lambda _: forget_all())
 
 

@@ -33,8 +33,7 @@ def accept_submission(db: Session, settings: Settings, exercises: dict[str, Exer
     try:
         return _accept(db, settings, exercises, user, exercise_name, language, filename, raw)
     except Refused as refused:
-        if refused.reason == "invalid":  # room refusals are counted where they are made
-            metrics.REFUSALS.labels("invalid").inc()
+        metrics.REFUSALS.labels(refused.reason).inc()
         raise
 
 

@@ -25,6 +25,8 @@ from typing import Callable
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
+from .commits import on_commit
+
 log = logging.getLogger("server.shared_state")
 WATCH_S = 1.0
 _OWN = "shared_state_own_stamps"  # a session's raised stamps, in session.info
@@ -41,8 +43,10 @@ _RAISE = text("INSERT INTO change_stamps (key, stamp) VALUES (:key, 1) "
 
 
 def share(note_key: str, apply: Callable[[set[str]], None]) -> None:
-    """What is noted under ``note_key`` (server/commits.note) is also applied, through the
-    database, in every other server process."""
+    """Apply what a commit noted under ``note_key`` (server/commits.note): in this process
+    once the commit is done (server/commits.on_commit), and through the database in every
+    other server process within ``WATCH_S``."""
+    on_commit(note_key, apply)
     _shared[note_key] = apply
 
 

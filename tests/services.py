@@ -83,3 +83,13 @@ def embedded_server(app, header_timeout_s: float = 10.0, max_per_client: int = 0
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def until(predicate, timeout_s: float = 20.0) -> bool:
+    """True as soon as ``predicate()`` is, False if it is not within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False

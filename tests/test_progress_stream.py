@@ -9,6 +9,7 @@ import time
 
 from server.models import Status, Submission
 from server.progress import record_check
+from services import until
 from test_server_api import ADMIN, NoDispatch, add_students, auth, running, submit
 
 
@@ -21,15 +22,6 @@ def _events(client, sid, token, seen: list, done: threading.Event) -> None:
     done.set()
 
 
-def _until(predicate, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_each_change_is_one_event_and_the_last_has_the_result(tmp_path):
     with running(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher=NoDispatch()) as client:
         tokens = add_students(client, "ada", "bob")
@@ -38,7 +30,7 @@ def test_each_change_is_one_event_and_the_last_has_the_result(tmp_path):
         reader = threading.Thread(target=_events, args=(client, sid, tokens["ada"], seen, done),
                                   daemon=True)
         reader.start()
-        assert _until(lambda: len(seen) == 1)
+        assert until(lambda: len(seen) == 1)
         assert seen[0]["status"] == "queued" and seen[0]["progress"]["queue_position"] == 1
         time.sleep(2.5)  # nothing changed: no event (the page counts the seconds)
         assert len(seen) == 1
@@ -46,10 +38,10 @@ def test_each_change_is_one_event_and_the_last_has_the_result(tmp_path):
         with sessions.begin() as db:
             s = db.get(Submission, sid)
             s.status, s.attempts = Status.RUNNING, 1
-        assert _until(lambda: len(seen) == 2) and seen[1]["status"] == "running"
+        assert until(lambda: len(seen) == 2) and seen[1]["status"] == "running"
         record_check(sessions, sid, 1, {"name": "random_rows", "passed": True, "points": 15,
                                         "max_points": 15})
-        assert _until(lambda: len(seen) == 3)
+        assert until(lambda: len(seen) == 3)
         assert [c["name"] for c in seen[2]["progress"]["checks"]] == ["random_rows"]
         with sessions.begin() as db:
             s = db.get(Submission, sid)

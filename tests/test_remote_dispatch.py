@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 from sqlalchemy.orm import selectinload
@@ -28,7 +27,7 @@ from server.models import Status, Submission
 from fastapi.testclient import TestClient
 
 from server.app import create_app
-from services import free_port, start_redis
+from services import free_port, start_redis, until
 from test_server_api import add_students, auth, settings_for, submit
 
 SECRET = "remote-dispatch-secret-0123"
@@ -43,15 +42,6 @@ def _token(sid: int, attempt: int, secret: str = SECRET) -> str:
 def _row(client, sid: int) -> Submission:
     with client.app.state.sessionmaker() as db:
         return db.get(Submission, sid, options=[selectinload(Submission.results)])
-
-
-def _until(predicate, timeout_s=20):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def _celery(database_url, port):
@@ -69,7 +59,7 @@ def test_a_forged_or_replayed_result_credential_is_refused(tmp_path):
             tokens = add_students(client, "ada", "bob")
             sid = submit(client, tokens["ada"]).json()["id"]
             other = submit(client, tokens["bob"]).json()["id"]
-            assert _until(lambda: _row(client, sid).status is Status.RUNNING)
+            assert until(lambda: _row(client, sid).status is Status.RUNNING)
             attempt = _row(client, sid).attempts
             base = f"/internal/tasks/{sid}/{attempt}"
             result = {"worker": "w", "result": {"verdict": "passed", "score": 100.0,
@@ -113,7 +103,7 @@ def test_a_reader_of_the_broker_finds_no_credential_in_a_task(tmp_path):
             token = add_students(client, "ada")["ada"]
             sid = submit(client, token).json()["id"]
             broker = redis_client.Redis(port=port)
-            assert _until(lambda: broker.llen("cpu") > 0)
+            assert until(lambda: broker.llen("cpu") > 0)
             attempt = _row(client, sid).attempts
             bodies = [base64.b64decode(json.loads(m)["body"]).decode()
                       for m in broker.lrange("cpu", 0, -1)]
@@ -157,13 +147,13 @@ def test_a_submission_that_kills_its_worker_ends_after_the_attempt_limit(tmp_pat
                     message = broker.rpop("cpu")
                     return message is not None
 
-                assert _until(took, 30), f"attempt {attempt} was not published"
+                assert until(took, 30), f"attempt {attempt} was not published"
                 task = json.loads(base64.b64decode(json.loads(message)["body"]))[0][0]
                 assert (task["id"], task["attempt"]) == (sid, attempt)
                 r = client.post(f"/internal/tasks/{sid}/{attempt}/start", json={"worker": "w"},
                                 headers={"X-Task-Token": _token(sid, attempt)})
                 assert r.status_code == 200  # ... and the worker dies here
-            assert _until(lambda: _row(client, sid).status is Status.ERROR, 30)
+            assert until(lambda: _row(client, sid).status is Status.ERROR, 30)
             row = _row(client, sid)
             assert row.leases_lost == 3 and len(row.results) == 1
             assert "lost its worker 3 times" in row.results[0].result["message"]
@@ -184,15 +174,15 @@ def test_with_the_broker_down_submissions_wait_queued_and_go_when_it_is_back(tmp
         assert r.status_code == 202  # stored, acknowledged
         sid = r.json()["id"]
         # the publisher tries (a refused connection takes kombu ~6 s) and puts it back
-        assert _until(lambda: client.app.state.dispatcher.broker_up is False, 30)
-        assert _until(lambda: _row(client, sid).status is Status.QUEUED, 10)
+        assert until(lambda: client.app.state.dispatcher.broker_up is False, 30)
+        assert until(lambda: _row(client, sid).status is Status.QUEUED, 10)
         redis = start_redis(port)
         try:
-            assert _until(lambda: _row(client, sid).status is Status.RUNNING, 30)
+            assert until(lambda: _row(client, sid).status is Status.RUNNING, 30)
             assert _row(client, sid).dispatched_at is not None
             # the claim commits `running` before send_task returns and sets the flag:
             # wait for the flag rather than racing the publisher's thread
-            assert _until(lambda: client.app.state.dispatcher.broker_up is True, 30)
+            assert until(lambda: client.app.state.dispatcher.broker_up is True, 30)
         finally:
             redis.kill()
             redis.wait()

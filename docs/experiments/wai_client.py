@@ -1,5 +1,6 @@
-"""The client side of docs/experiments/worker_as_image.sh, with the standard library only
-(the GPU image has no curl): wait for the server, count submissions, grade the reference.
+"""The client side of docs/experiments/worker_as_image.sh, through the load bench's
+standard-library client (the GPU image has no curl): wait for the server, submit the
+reference, say what became of it.
 
     python3 docs/experiments/wai_client.py health|submit|status|wait BASE ADMIN_TOKEN
 
@@ -11,40 +12,35 @@ that cannot grade came and went; ``wait`` waits for its verdict and prints it.
 import json
 import sys
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from graders.bench.load import ServerError, http_json  # noqa: E402  (the bench's client)
 
 KEPT = Path("/tmp/wai/submitted.json")
 
 REFERENCE = Path(__file__).resolve().parents[2] / "reference_solutions/safe_softmax/solution.py"
 
 
-def call(method, url, token=None, body=None, raw=False):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        text = response.read().decode()
-    return text if raw else json.loads(text)
+def metrics_text(base):
+    with urllib.request.urlopen(f"{base}/metrics", timeout=30) as response:
+        return response.read().decode()
 
 
 def main(what, base, admin):
     if what == "health":
         for _ in range(90):
             try:
-                print("server:", call("GET", f"{base}/api/health"))
+                print("server:", http_json("GET", f"{base}/api/health"))
                 return
-            except (OSError, urllib.error.URLError):
+            except (OSError, ServerError):
                 time.sleep(1)
         sys.exit("the server did not start")
     if what == "submit":
-        student = call("POST", f"{base}/api/admin/students", admin,
+        student = http_json("POST", f"{base}/api/admin/students", admin,
                        {"students": [{"username": "ada", "display_name": "Ada"}]})["students"][0]
-        sid = call("POST", f"{base}/api/submissions", student["token"],
+        sid = http_json("POST", f"{base}/api/submissions", student["token"],
                    {"exercise": "safe_softmax", "language": "triton",
                     "source": REFERENCE.read_text()})["id"]
         KEPT.write_text(json.dumps({"id": sid, "token": student["token"], "at": time.time()}))
@@ -53,12 +49,12 @@ def main(what, base, admin):
     kept = json.loads(KEPT.read_text())
     sid, token = kept["id"], kept["token"]
     if what == "status":
-        s = call("GET", f"{base}/api/submissions/{sid}", token)
+        s = http_json("GET", f"{base}/api/submissions/{sid}", token)
         taken = f"started {s['started_at']}" if s["started_at"] else "no worker took it"
         print(f"submission {sid}: {s['status']}, attempts {s['attempts']}, {taken}")
         return
     while True:
-        s = call("GET", f"{base}/api/submissions/{sid}", token)
+        s = http_json("GET", f"{base}/api/submissions/{sid}", token)
         if s["status"] in ("graded", "error") or time.time() - kept["at"] > 600:
             break
         time.sleep(0.5)
@@ -70,7 +66,7 @@ def main(what, base, admin):
     print("performance", {k: perf.get(k) for k in ("gbs", "fraction_of_copy", "points")})
     print(f"submitted to verdict: {time.time() - kept['at']:.1f} s (it waited for a worker "
           "that could grade)")
-    for line in call("GET", f"{base}/metrics", raw=True).splitlines():
+    for line in metrics_text(base).splitlines():
         if line.startswith(("autograder_graders", "autograder_broker_up",
                             "autograder_submit_to_verdict_seconds_count",
                             "autograder_submit_to_verdict_seconds_sum", "autograder_requeues")):

@@ -24,8 +24,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ..auth import current_user, get_db
 from ..models import Status, Submission, User
-from ..progress import progress_of
-from .common import own_submission, submission_json
+from .common import own_submission
+from .submissions import submission_view
 from .validation import DbId
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
@@ -38,11 +38,7 @@ DONE = (Status.GRADED, Status.ERROR)
 def _look(request: Request, submission_id: int) -> dict[str, Any]:
     with request.app.state.sessionmaker() as db:
         s = db.get(Submission, submission_id)
-        out = submission_json(request, s, with_result=s.status in DONE)
-        progress = progress_of(request, db, s)
-        if progress is not None:
-            out["progress"] = progress
-        return out
+        return submission_view(request, db, s, with_result=s.status in DONE)
 
 
 def _shown(body: dict[str, Any]) -> tuple:

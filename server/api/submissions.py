@@ -70,9 +70,15 @@ def my_submissions(request: Request, exercise: str | None = None,
 @router.get("/{submission_id}", name="get_submission")
 def get_submission(submission_id: DbId, request: Request, user: User = Depends(current_user),
                    db: Session = Depends(get_db, scope="function")):
-    s = own_submission(db, user, submission_id)
-    out = submission_json(request, s)
-    progress = progress_of(request, db, s)  # {"queue_position", "checks", ...} while waiting
+    return submission_view(request, db, own_submission(db, user, submission_id))
+
+
+def submission_view(request: Request, db: Session, s: Submission,
+                    with_result: bool = True) -> dict:
+    """A submission as its reader sees it: its JSON and, while it waits or runs, its
+    progress ({"queue_position", "checks", ...}). The poll and the stream (events.py) alike."""
+    out = submission_json(request, s, with_result=with_result)
+    progress = progress_of(request, db, s)
     if progress is not None:
         out["progress"] = progress
     return out
