@@ -81,7 +81,8 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         app.state.dispatcher = dispatcher or make_dispatcher(sessions, client, settings,
                                                              app.state.exercises)
         app.state.dispatcher.start()
-        watcher = StampWatcher(engine)  # other server processes' changes (shared_state.py)
+        # other server processes' changes (shared_state.py)
+        watcher = app.state.stamp_watcher = StampWatcher(engine)
         watcher.start()
         log.info("serving %d exercises from %s", len(app.state.exercises),
                  engine.url.render_as_string(hide_password=True))
