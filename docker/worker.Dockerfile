@@ -1,5 +1,5 @@
 # A GPU grading worker: the graders (torch, triton, cupy for HIP), bubblewrap for the
-# sandbox, and the thin Celery task (graders/remote_worker.py). No database driver and no
+# sandbox, and the thin Celery task (graders/service/remote_worker.py). No database driver and no
 # credentials: it reports each task with that task's own token. One worker per GPU.
 FROM python:3.12-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -19,9 +19,9 @@ RUN pip install --index-url https://download.pytorch.org/whl/cu130 torch==2.11.0
 COPY exercises ./exercises
 COPY reference_solutions ./reference_solutions
 # root in the container, without a delegated cgroup: each runner then runs as a job uid of
-# its own (graders/jobuids.py), which RLIMIT_NPROC holds; docs/deploy.md says why
-# fresh while the worker's slot lives, grading or not (graders/worker_alive.py)
+# its own (graders/isolation/jobuids.py), which RLIMIT_NPROC holds; docs/deploy.md says why
+# fresh while the worker's slot lives, grading or not (graders/service/worker_alive.py)
 HEALTHCHECK --interval=30s --timeout=10s --start-period=300s --retries=3 \
-    CMD ["python", "-m", "graders.worker_alive"]
-CMD ["celery", "-A", "graders.remote_worker", "worker", "--pool", "solo", "-Q", "cuda", \
+    CMD ["python", "-m", "graders.service.worker_alive"]
+CMD ["celery", "-A", "graders.service.remote_worker", "worker", "--pool", "solo", "-Q", "cuda", \
      "-n", "worker@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]

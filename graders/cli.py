@@ -13,17 +13,17 @@ import sys
 import time
 from pathlib import Path
 
-from . import GRADER_VERSION
-from .checker import applicable_checks, resolve_device
-from .params import ParamError, parse_cli
-from .registry import all_exercises, get_exercise
-from .formats import FORMATS, render_as
-from .formats.github import append_step_summary
-from .report import progress_line
-from .sandbox import SandboxUnavailable
-from .slots import Slot
-from .spec import SpecError
-from .vocabulary import Device, Language, Verdict
+from graders import GRADER_VERSION
+from graders.engine.params import ParamError, parse_cli
+from graders.engine.plan import applicable_checks, resolve_device
+from graders.engine.registry import all_exercises, get_exercise
+from graders.engine.report import progress_line
+from graders.engine.spec import SpecError
+from graders.formats import FORMATS, render_as
+from graders.formats.github import append_step_summary
+from graders.isolation.sandbox import SandboxUnavailable
+from graders.service.slots import Slot
+from graders.shared.vocabulary import Device, Language, Verdict
 
 EXIT_PASSED, EXIT_NOT_PASSED, EXIT_USAGE = 0, 1, 2
 
@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="other workers grade on this GPU too: checks run side by side, timings "
                         "alone (also GRADERS_SHARE_GPU=1); skips the GPU-wide health checks")
 
-    from .integrations.package import add_arguments as add_package_arguments
+    from graders.integrations.package import add_arguments as add_package_arguments
 
     add_package_arguments(sub.add_parser(
         "package", help="build a Gradescope autograder zip or a PrairieLearn course snippet "
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         args.format = "json" if args.json else (args.format or "text")
     try:
         if args.command == "package":
-            from .integrations.package import run_package
+            from graders.integrations.package import run_package
 
             return run_package(args)
         if args.command == "list":
@@ -147,24 +147,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "grade":
             return _grade(args)
         if args.command == "selftest":
-            from .selftest import run_selftest
+            from graders.proof.selftest import run_selftest
 
             return run_selftest(Device(args.device), jobs=args.jobs, only=args.exercise,
                                 sandbox=not args.no_sandbox)
         if args.command in ("mutant-diff", "mutant-apply"):
             return _mutant_diff(args) if args.command == "mutant-diff" else _mutant_apply(args)
         if args.command == "worker":
-            from .worker import run_worker
+            from graders.service.worker import run_worker
 
             return run_worker(Device(args.device), args.gpu_index, not args.no_sandbox, args.warm,
                               share_gpu=args.share_gpu)
         if args.command == "bench" and args.load:
-            from .bench.load import run_load_bench
+            from graders.bench.load import run_load_bench
 
             return run_load_bench(args.out, device=args.device, rounds=args.rounds,
                                   slots_per_gpu=args.slots_per_gpu)
         if args.command == "bench":
-            from .bench import run_bench
+            from graders.bench import run_bench
 
             return run_bench(args.out, args.repeat, args.gpu_index, not args.no_sandbox,
                              only=args.exercise, skip_labs=args.no_labs)
@@ -187,10 +187,10 @@ def _list(as_json: bool) -> int:
 
 
 def _mutant_diff(args: argparse.Namespace) -> int:
-    from .mutants import (OTHER_SUFFIXES, PATCH_SUFFIX, PatchError, make_header, make_patch,
-                          read_expectation, split_patch)
-    from .registry import references_root
-    from .selftest import validate_expectation
+    from graders.engine.registry import references_root
+    from graders.proof.mutants import (OTHER_SUFFIXES, PATCH_SUFFIX, PatchError, make_header,
+                                       make_patch, read_expectation, split_patch)
+    from graders.proof.selftest import validate_expectation
 
     try:
         exercise = get_exercise(args.exercise)
@@ -233,7 +233,7 @@ def _mutant_diff(args: argparse.Namespace) -> int:
 
 
 def _mutant_apply(args: argparse.Namespace) -> int:
-    from .mutants import PatchError, get_mutant, mutant_source
+    from graders.proof.mutants import PatchError, get_mutant, mutant_source
 
     try:
         source = mutant_source(get_mutant(args.exercise, args.name), args.reference)

@@ -31,7 +31,7 @@ from celery import Celery
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from graders.task_contract import TASK_NAME, queue_for
+from graders.service.task_contract import TASK_NAME, queue_for
 
 from .jobs import Claimer, Job, release, requeue_stale
 from .models import Status, Submission, WorkerSeen, utcnow

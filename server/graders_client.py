@@ -5,7 +5,7 @@
 warm runners (sandbox up, torch and CUDA initialised), fed one JSON line per job;
 ``python -m graders grade EXERCISE FILE --json`` (one process per grading) is the
 fallback where a stand-in grader command is configured. Only
-``graders.worker_client`` (the standard library alone) is imported from the graders, so
+``graders.service.worker_client`` (the standard library alone) is imported from the graders, so
 the web process holds no torch, no triton and no student code.
 """
 
@@ -22,13 +22,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graders.worker_client import (GradeOutcome, SlotWorker, die_with_parent, outcome_of,
-                                   write_submission)
+from graders.service.worker_client import (GradeOutcome, SlotWorker, die_with_parent, outcome_of,
+                                           write_submission)
 
 from .settings import REPO_ROOT, Settings
 
 log = logging.getLogger("server.graders")
-# where the graders find the course (graders/registry.py): the server only passes them on
+# where the graders find the course (graders/engine/registry.py): the server only passes them on
 COURSE_FOLDERS = ("GRADERS_EXERCISES", "GRADERS_REFERENCES")
 
 
@@ -52,7 +52,7 @@ class ExerciseInfo:
     statement: str
     skeletons: dict[str, dict[str, str]]
     checks: list[dict[str, Any]] = field(default_factory=list)
-    # per-student parameters: [{name, choices, default, description}] (graders/params.py)
+    # per-student parameters: [{name, choices, default, description}] (graders/engine/params.py)
     params: list[dict[str, Any]] = field(default_factory=list)
 
 

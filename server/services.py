@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import logging
-
 from pathlib import PurePath
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
-from graders.vocabulary import LANGUAGE_BY_SUFFIX
+from graders.shared.vocabulary import LANGUAGE_BY_SUFFIX
 
+from . import admission, metrics
+from .admission import Refused, check_room, first_tried
 from .api.common import NOT_SCORED, iso
 from .api.validation import nul_line
-from . import metrics
-from . import admission
-from .admission import Refused, check_room, first_tried
 from .deadlines import deadline_for, is_late
 from .filenames import stored_name
 from .graders_client import ExerciseInfo

@@ -1,7 +1,7 @@
 """Each student's own values of an exercise's parameters: the one place they are derived.
 
 An exercise may declare parameters (its spec's ``[params]``: a shape, a dtype; see
-graders/params.py), so that a question's answer is not one number for the whole class.
+graders/engine/params.py), so that a question's answer is not one number for the whole class.
 A student's values are HMAC-SHA256(COURSE_SECRET, exercise and username) mapped onto the
 declared choices: the same student always gets the same values (nothing is stored, so no
 migration), another student almost always others, and without the secret nobody can
@@ -9,7 +9,7 @@ compute anyone's. The exercise page and the API show them; every grading of the
 student's work is sent them (the local pool and the Celery task alike).
 
 The declarations come from ``graders list --json`` (server/graders_client.py); the rule
-itself is graders/params.py's ``derive`` (standard library only, no checker), which the
+itself is graders/engine/params.py's ``derive`` (standard library only, no checker), which the
 Gradescope and PrairieLearn autograders follow too.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from graders import params
+from graders.engine import params
 
 from .graders_client import ExerciseInfo
 from .settings import DEV_COURSE_SECRET, Settings
@@ -28,7 +28,7 @@ log = logging.getLogger("server.student_params")
 
 def derive(secret: str, username: str, exercise: ExerciseInfo) -> dict[str, Any]:
     """The values of ``exercise``'s parameters for ``username``; {} when it declares none
-    (graders.params.derive: the rule the platforms' autograders follow too)."""
+    (graders.engine.params.derive: the rule the platforms' autograders follow too)."""
     return params.derive(secret, username, exercise.name, params.from_json(exercise.params))
 
 

@@ -14,7 +14,7 @@ import os
 import secrets
 from pathlib import Path
 
-from graders.task_contract import task_token
+from graders.service.task_contract import task_token
 
 from .settings import REPO_ROOT, Settings
 from .strength import same_secret

@@ -14,8 +14,8 @@ import json
 import re
 import secrets
 import time
-from pathlib import PurePath
 from datetime import datetime, timezone
+from pathlib import PurePath
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -24,24 +24,23 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse,
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
-from starlette.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from graders.vocabulary import LANGUAGE_BY_SUFFIX, Verdict
+from graders.shared.vocabulary import LANGUAGE_BY_SUFFIX, Verdict
 
-from . import csrf
+from . import boards, csrf, readers
 from .api.admin import (BOM, UTF8, WINDOWS_1252, csv_cell, issue_tokens, roster_from_csv,
-                         roster_text)
+                        roster_text)
 from .api.common import NOT_SCORED, exercise_or_error, iso, own_submission, readable
 from .api.validation import MAX_ID, DbId, FlagName
 from .auth import (COOKIE, end_session, get_db, session_lifetime, session_user, start_session,
                    user_for_token)
-from .models import Flag, Role, Submission, User, as_utc
-from .progress import progress_of
 from .deadlines import all_extensions, deadline_for, deadlines_for
 from .filenames import attachment, stored_name
-from . import boards, readers
+from .models import Flag, Role, Submission, User, as_utc
+from .progress import progress_of
 from .services import LATE_POLICIES, Refused, accept_submission, requeue, submissions_query
 from .settings import REPO_ROOT
 from .student_params import params_for

@@ -11,20 +11,20 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-# pytest-xdist runs the tests in several processes at once: each takes job uids from a range
-# of its own (graders/jobuids.py reads this at import), so a test that looks for processes
-# a grading left behind under "the job uids" never sees another process's gradings, and one
-# worker's release of a uid never kills the other's runner. Set, not setdefault: the workers
-# inherit the controller's environment, and the controller imports this file first (with
-# setdefault both workers had 61000, and the fork-bomb and daemon tests failed 1 run in 3)
+# pytest-xdist runs the tests in several processes at once: each takes job uids from a range of its
+# own (graders/isolation/jobuids.py reads this at import), so a test that looks for processes a
+# grading left behind under "the job uids" never sees another process's gradings, and one worker's
+# release of a uid never kills the other's runner. Set, not setdefault: the workers inherit the
+# controller's environment, and the controller imports this file first (with setdefault both
+# workers had 61000, and the fork-bomb and daemon tests failed 1 run in 3)
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
 if _WORKER.isdigit():
     os.environ["GRADERS_JOB_UID_BASE"] = str(61000 + 1000 * (int(_WORKER) % 4))
 
-from graders.checker import grade  # noqa: E402
-from graders.mutants import get_mutant, materialise  # noqa: E402
-from graders.registry import get_exercise  # noqa: E402
-from graders.vocabulary import Device  # noqa: E402
+from graders.engine.checker import grade  # noqa: E402
+from graders.engine.registry import get_exercise  # noqa: E402
+from graders.proof.mutants import get_mutant, materialise  # noqa: E402
+from graders.shared.vocabulary import Device  # noqa: E402
 
 
 def _has_cuda() -> bool:
@@ -39,7 +39,7 @@ def _has_cuda() -> bool:
 HAS_CUDA = _has_cuda()
 
 
-# the course's mutants are patches (graders/mutants.py): tests grade them written out here,
+# the course's mutants are patches (graders/proof/mutants.py): tests grade them written out here,
 # a folder other uids may read (a sandboxed runner, a job uid)
 _MUTANTS = Path(tempfile.mkdtemp(prefix="test-mutants-"))
 _MUTANTS.chmod(0o755)

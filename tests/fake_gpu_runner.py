@@ -12,10 +12,10 @@ sys.path.insert(0, os.environ["GRADERS_REPO"])
 
 import numpy as np  # noqa: E402
 
-from graders import perfinputs, protocol  # noqa: E402
-from graders.arrays import from_f64  # noqa: E402
-from graders.casekit import softmax64  # noqa: E402
-from graders.perfinputs import InputRecipe  # noqa: E402
+from graders.engine.casekit import softmax64  # noqa: E402
+from graders.shared import perfinputs, protocol  # noqa: E402
+from graders.shared.arrays import from_f64  # noqa: E402
+from graders.shared.perfinputs import InputRecipe  # noqa: E402
 
 COPY_MS = 0.100  # the copy of the same bytes takes 100 µs in every mode
 

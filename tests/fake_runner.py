@@ -12,8 +12,8 @@ sys.path.insert(0, os.environ["GRADERS_REPO"])
 
 import numpy as np  # noqa: E402
 
-from graders import protocol  # noqa: E402
-from graders.arrays import HostArray  # noqa: E402
+from graders.shared import protocol  # noqa: E402
+from graders.shared.arrays import HostArray  # noqa: E402
 
 
 def main():

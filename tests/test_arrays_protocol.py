@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from graders import protocol
-from graders.arrays import HostArray, from_f64, to_f64
+from graders.shared import protocol
+from graders.shared.arrays import HostArray, from_f64, to_f64
 
 
 def test_bfloat16_rounding_matches_torch():

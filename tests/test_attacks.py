@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from graders.registry import get_exercise
-from graders.sandbox import Limits
-from graders.slots import Slot
-from graders.vocabulary import Device, Verdict
 from test_grading import GOOD, SAFE_KERNEL
+
+from graders.engine.registry import get_exercise
+from graders.isolation.sandbox import Limits
+from graders.service.slots import Slot
+from graders.shared.vocabulary import Device, Verdict
 
 LIMIT_S = 12  # wall clock for the hostile jobs
 # Cases whose verdict is not the wall clock's get the time their own limit needs to trip,
@@ -118,7 +118,7 @@ if os.fork() == 0:
         "sleep forever": (_in_call("    import time\n    time.sleep(10**6)"), {Verdict.TIMEOUT}),
         "SIGSTOP itself": (_in_call("    import os, signal\n    os.kill(os.getpid(), signal.SIGSTOP)"),
                            {Verdict.TIMEOUT}),
-        # stopped within a poll of its processes (graders/launch.py), not at its limit
+        # stopped within a poll of its processes (graders/isolation/launch.py), not at its limit
         "fork bomb": (_in_call("    import os\n    while True:\n        os.fork()"),
                       {Verdict.RUNTIME_ERROR}),
         "double-forked daemon": (_in_call(daemon), {Verdict.FAILED}),
@@ -253,7 +253,7 @@ def test_runner_environment_holds_no_secrets(slot, tmp_path, monkeypatch):
 
 
 def test_the_seed_cache_is_read_only_and_the_runner_is_told_where(slot, tmp_path):
-    """The grader's seed cache (graders.seed_cache) is bound into every runner: a
+    """The grader's seed cache (graders.isolation.seed_cache) is bound into every runner: a
     submission may read it (it holds only the grader's own kernel) but can neither
     change nor add to it, so it carries nothing from one student to another."""
     seed = tmp_path / "seed"
@@ -293,7 +293,7 @@ def test_a_kernel_that_sleeps_under_each_calls_budget_ends_at_the_runs_limit(
     """Issue 26, item 9: `time.sleep(50)` per call stayed under the 60 s call budget and held
     the slot for the run's 300 s wall clock. Scaled down here: 2 s a call under a 3 s budget,
     and a run limit of 6 s (the floor) instead of 45 s; every check has several calls."""
-    from graders import spec
+    from graders.engine import spec
 
     monkeypatch.setattr(spec, "RUN_FLOORS_S", {Device.CPU: 6.0, Device.CUDA: 6.0})
     exercise = dataclasses.replace(get_exercise("safe_softmax"), reference_s={Device.CPU: 1.0})
@@ -313,7 +313,7 @@ def test_a_kernel_that_sleeps_under_each_calls_budget_ends_at_the_runs_limit(
 
 
 def test_the_run_limit_is_a_multiple_of_the_references_time_within_floor_and_wall_clock():
-    from graders.spec import RUN_FLOORS_S, RUN_MULTIPLE
+    from graders.engine.spec import RUN_FLOORS_S, RUN_MULTIPLE
 
     exercise = get_exercise("safe_softmax")
     assert exercise.run_limit_s(Device.CPU) == RUN_FLOORS_S[Device.CPU] == 45

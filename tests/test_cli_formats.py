@@ -10,13 +10,13 @@ import subprocess
 import sys
 
 import pytest
+from conftest import REPO, mutant_file, run_cli
 from lxml import etree
 
-from conftest import REPO, mutant_file, run_cli
+from graders.engine.results import CheckResult, GradeResult
 from graders.formats.github import annotation_path, command
 from graders.formats.junit import render_junit
-from graders.results import CheckResult, GradeResult
-from graders.vocabulary import Verdict
+from graders.shared.vocabulary import Verdict
 
 PASSING = "reference_solutions/safe_softmax/solution.py"
 FAILING = str(mutant_file("safe_softmax", "naive_unsafe_exp"))  # poisoned_row, underflow

@@ -12,7 +12,6 @@ import subprocess
 import tomllib
 
 import pytest
-
 from conftest import REPO
 
 COMPOSE = ["docker", "compose", "-f", str(REPO / "docker" / "compose.yaml"),
@@ -61,7 +60,7 @@ def test_every_secret_is_named_in_the_env_example_and_required():
 
 def _workers(services: dict) -> list[str]:
     return sorted(name for name, service in services.items()
-                  if "graders.remote_worker" in " ".join(service.get("command") or []))
+                  if "graders.service.remote_worker" in " ".join(service.get("command") or []))
 
 
 def test_the_worker_image_can_build_triton_stubs_and_sandbox():
@@ -71,7 +70,7 @@ def test_the_worker_image_can_build_triton_stubs_and_sandbox():
     installs = " ".join(line for line in dockerfile.replace("\\\n", " ").splitlines()
                         if line.startswith("RUN") and "apt-get install" in line).split()
     assert {"bubblewrap", "gcc", "libc6-dev"} <= set(installs)
-    assert "graders.worker_alive" in dockerfile  # its HEALTHCHECK
+    assert "graders.service.worker_alive" in dockerfile  # its HEALTHCHECK
 
 
 def test_one_worker_per_gpu_each_with_its_own_device_index_uids_and_name():
@@ -92,10 +91,12 @@ def test_one_worker_per_gpu_each_with_its_own_device_index_uids_and_name():
         # bubblewrap mounts /proc inside the container: Docker's masked paths refuse it
         assert {"seccomp=unconfined", "apparmor=unconfined",
                 "systempaths=unconfined"} <= set(service["security_opt"])
-        assert service["healthcheck"]["test"] == ["CMD", "python", "-m", "graders.worker_alive"]
+        assert service["healthcheck"]["test"] == ["CMD", "python", "-m",
+                                                  "graders.service.worker_alive"]
     assert all(len(values) == len(workers) for values in seen.values()), seen
     bases = sorted(seen["uids"])
-    assert all(b - a >= 1000 for a, b in zip(bases, bases[1:]))  # graders.jobuids.UID_COUNT
+    # graders.isolation.jobuids.UID_COUNT apart
+    assert all(b - a >= 1000 for a, b in zip(bases, bases[1:]))
 
 
 def test_the_worker_holds_no_credentials_and_the_server_no_torch():
@@ -123,8 +124,8 @@ def test_the_services_run_the_commands_of_the_topology_test():
     services = _config()["services"]
     assert services["server"]["command"][:3] == ["python", "-m", "server"]
     worker = services[_workers(services)[0]]["command"]
-    assert worker[:5] == ["celery", "-A", "graders.remote_worker", "worker", "--pool"]
+    assert worker[:5] == ["celery", "-A", "graders.service.remote_worker", "worker", "--pool"]
     topology = (REPO / "tests" / "test_topology.py").read_text()
-    assert '"-m", "celery", "-A", "graders.remote_worker", "worker",\n             "--pool", "solo"' \
+    assert '"-m", "celery", "-A", "graders.service.remote_worker", "worker",\n             "--pool", "solo"' \
         in topology
     assert '"-m", "server", "--port"' in topology

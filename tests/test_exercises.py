@@ -4,11 +4,11 @@ import shutil
 
 import pytest
 
-from graders.checker import load_checks_module
-from graders.registry import _load_all, all_exercises, references_root
-from graders.selftest import collect
-from graders.spec import SpecError, load_spec
-from graders.vocabulary import Device
+from graders.engine.plan import load_checks_module
+from graders.engine.registry import _load_all, all_exercises, references_root
+from graders.engine.spec import SpecError, load_spec
+from graders.proof.selftest import collect
+from graders.shared.vocabulary import Device
 
 EXERCISES = ["masked_softmax", "online_softmax", "safe_softmax"]
 

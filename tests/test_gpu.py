@@ -12,14 +12,14 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO, mutant_file, run_cli
-from graders.launch import RunnerJob
-from graders.registry import get_exercise
-from graders.sandbox import BwrapLauncher
-from graders.slots import Slot
-from graders.vocabulary import Device, Verdict
 from test_grading import ROW_PER_PROGRAM, SAFE_KERNEL
+
+from graders.engine.registry import get_exercise
+from graders.isolation.launch import RunnerJob
+from graders.isolation.sandbox import BwrapLauncher
+from graders.service.slots import Slot
+from graders.shared.vocabulary import Device, Verdict
 
 # the reference, not a one-block-per-row kernel: a block of 2**19 lanes for the 300007-column
 # check would take the GPU compiler minutes
@@ -246,7 +246,7 @@ def test_endless_kernel_times_out_within_a_minute_and_the_next_grading_passes(tm
 
 
 def test_runners_made_after_the_seed_cache_compile_nothing_of_their_own():
-    """The slot compiles its known-answer kernel once (graders.seed_cache); runners made
+    """The slot compiles its known-answer kernel once (graders.isolation.seed_cache); runners made
     after that copy it and find the kernel compiled ("hit"), and still prove it right."""
     warm = Slot("gpu-seed", Device.CUDA, gpu_index=0, warm=1)
     try:

@@ -1,5 +1,5 @@
 """Sharing a GPU between slots (issue 27): the GPU's gate holds across processes
-(graders/pool.py GpuGate on a lock file), the server makes SLOTS_PER_GPU slots per GPU,
+(graders/isolation/pool.py GpuGate on a lock file), the server makes SLOTS_PER_GPU slots per GPU,
 each its own worker process, and a slot that shares its GPU leaves the whole-GPU figures
 out of its health check.
 
@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from graders.launch import CloseReport
-from graders.pool import GpuGate
-from graders.vocabulary import Device
+from graders.isolation.launch import CloseReport
+from graders.isolation.pool import GpuGate
+from graders.shared.vocabulary import Device
 
 CTX = multiprocessing.get_context("fork")
 WAIT_S = 30.0  # only a broken gate (or a hung process) runs into it
@@ -167,7 +167,7 @@ def test_the_gate_keeps_its_writer_preference_within_a_process(lock_path):
 
 
 def test_a_cpu_pool_and_an_unknown_gpu_have_no_lock_file(tmp_path, monkeypatch):
-    from graders.pool import RunnerPool
+    from graders.isolation.pool import RunnerPool
 
     monkeypatch.setenv("GRADERS_GPU_LOCK_DIR", str(tmp_path / "locks"))
     assert GpuGate.for_gpu(None).lock_path is None
@@ -221,7 +221,8 @@ def test_each_slot_of_a_shared_gpu_gets_its_own_worker_process(monkeypatch):
 
 
 def test_the_worker_command_takes_share_gpu(monkeypatch):
-    from graders import cli, worker
+    from graders import cli
+    from graders.service import worker
 
     seen = {}
     monkeypatch.setattr(worker, "run_worker", lambda *a, **k: seen.update(k) or 0)
@@ -239,7 +240,7 @@ def test_a_shared_slot_leaves_the_whole_gpu_figures_out_of_its_health(tmp_path, 
                                                                        shares):
     """The other slot's work on the GPU shows in its memory and utilization: a shared
     slot would be taken out of service for it. Its job's leftover processes still count."""
-    from graders import slots
+    from graders.service import slots
 
     monkeypatch.setenv("GRADERS_GPU_LOCK_DIR", str(tmp_path / "locks"))
     memory = iter([1000, 9000, 9000])  # the baseline, then the other slot's job

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, mutant_file, run_cli
-from graders import checker
-from graders.checker import grade
-from graders.registry import get_exercise
-from graders.sandbox import Limits
-from graders.vocabulary import Device, Verdict
+
+from graders.engine import plan
+from graders.engine.checker import grade
+from graders.engine.registry import get_exercise
+from graders.isolation.sandbox import Limits
+from graders.shared.vocabulary import Device, Verdict
 
 SAFE_KERNEL = '''
 import torch
@@ -281,8 +281,8 @@ def test_files_graded_at_once_are_parsed_one_at_a_time(monkeypatch):
             with count_lock:
                 inside -= 1
 
-    monkeypatch.setattr(checker.ast, "parse", counting_parse)
-    threads = [threading.Thread(target=checker.parse_python, args=(b"x = 1\n",))
+    monkeypatch.setattr(plan.ast, "parse", counting_parse)
+    threads = [threading.Thread(target=plan.parse_python, args=(b"x = 1\n",))
                for _ in range(4)]
     for thread in threads:
         thread.start()
@@ -432,7 +432,7 @@ def test_the_cli_prints_a_line_per_check_on_a_terminal_and_nothing_extra_when_pi
 def test_a_lane_can_take_a_runner_that_becomes_ready_while_it_waits():
     """A grading's extra lanes join when a runner being made becomes ready, instead of
     giving up at once; with nothing on the way, the wait ends empty-handed."""
-    from graders.pool import RunnerPool
+    from graders.isolation.pool import RunnerPool
 
     pool = RunnerPool(Device.CPU, FakeRunnerLauncher("uniform"), warm=1)
     try:
@@ -471,8 +471,8 @@ def test_the_seed_cache_is_hit_copied_or_missed_as_the_runner_says(tmp_path, mon
     monkeypatch.setattr(known_answer, "compile_ahead", compile_into_cache("KEY"))
     assert known_answer.compile_from_seed(5, 300, str(seed), str(cache))["seed"] == "hit"
     assert (cache / "KEY" / "_row_logsumexp.cubin").read_text() == "compiled by the grader"
-    # the host stubs are never in the seed (graders.seed_cache.strip_host_stubs): the runner
-    # builds its own, and the kernel is still a hit
+    # the host stubs are never in the seed (graders.isolation.seed_cache.strip_host_stubs): the
+    # runner builds its own, and the kernel is still a hit
     monkeypatch.setattr(known_answer, "compile_ahead",
                         compile_into_cache("STUB", "cuda_utils.cpython-312-x86_64-linux-gnu.so"))
     assert known_answer.compile_from_seed(5, 300, str(seed), str(cache))["seed"] == "hit"
@@ -488,8 +488,8 @@ def test_without_a_gpu_no_seed_cache_is_made_and_runners_compile_as_before(tmp_p
     for Triton's warmup) the slot has none and says so, and nothing is left behind."""
     import tempfile
 
-    from graders.launch import runner_env
-    from graders.seed_cache import make_seed_cache
+    from graders.isolation.launch import runner_env
+    from graders.isolation.seed_cache import make_seed_cache
 
     # a temporary folder of this test's own: another process's seeds come and go in /tmp
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -500,7 +500,7 @@ def test_without_a_gpu_no_seed_cache_is_made_and_runners_compile_as_before(tmp_p
 def test_a_sandboxed_gpu_is_named_by_its_uuid_not_its_index(tmp_path, monkeypatch):
     """In the sandbox only /dev/nvidia<N> exists, so CUDA numbers that GPU 0 and an
     index N > 0 names nothing: the runner is given the UUID of the GPU with minor N."""
-    from graders import gpuinfo
+    from graders.shared import gpuinfo
 
     for bus, minor, uuid in (("0000:18:00.0", 0, "GPU-aaaa"), ("0000:2a:00.0", 1, "GPU-bbbb")):
         (tmp_path / bus).mkdir()

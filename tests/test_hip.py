@@ -5,13 +5,13 @@ import json
 import re
 
 import pytest
-
 from conftest import REPO, mutant_file, run_cli
-from graders.checker import applicable_checks
+
+from graders.engine.plan import applicable_checks
+from graders.engine.registry import all_exercises, get_exercise
 from graders.hip.nvrtc import compile_source
 from graders.hip.source import prepare
-from graders.registry import all_exercises, get_exercise
-from graders.vocabulary import Language
+from graders.shared.vocabulary import Language
 
 HIP_FILES = sorted((REPO / "reference_solutions").glob("*/*.hip")) + \
     [mutant_file(p.parent.parent.name, p.name.removesuffix(".patch"))

@@ -1,11 +1,16 @@
 """The lines that keep the house in order, held by the import graph (issue 28), read from
-the source with `ast` (every `import`, at any depth of a module), not by grepping names:
+the source with `ast` (every `import`, at any depth of a module), not by grepping names.
 
-- no import circle in graders/ or server/;
-- the runner (untrusted, where the submission is imported) imports nothing of the trusted
-  side but what both share: the wire formats, the statistics, the inputs both build from a
-  seed, HIP's compiler glue;
-- the trusted engine imports nothing of the runner;
+graders/ is cut into parts (graders/__init__.py lists them); each may import only the
+parts below it (``MAY_IMPORT``), which makes the lines of DEVELOPERS.md and the issue
+checkable:
+
+- no import circle, between modules or between parts;
+- the trusted side never imports the runner (where the submission is imported): only the
+  runner and hip import each other, and bench times our own baselines by the runner's
+  method; the runner imports nothing of the trusted side but shared/;
+- the engine reaches runners through isolation's face (``graders.isolation`` itself, its
+  ``__init__``) and never isolation's internals;
 - server/ reaches the graders through their JSON contract and plain names only, and never
   imports torch, triton or numpy, itself or through what it imports.
 
@@ -23,20 +28,41 @@ import pytest
 from conftest import REPO
 
 PACKAGES = ("graders", "server")
-# what the runner and the checker both use (graders/__init__ holds only the version)
-SHARED = {"graders", "graders.arrays", "graders.protocol", "graders.stats",
-          "graders.perfinputs", "graders.vocabulary"}
-RUNNER_MAY_IMPORT = SHARED | {"graders.hip", "graders.hip.launch", "graders.hip.nvrtc",
-                              "graders.hip.source"}
-ENGINE = {"graders.spec", "graders.registry", "graders.casekit", "graders.judge",
-          "graders.checker", "graders.results", "graders.report", "graders.params",
-          "graders.perfinputs", "graders.performance", "graders.protocol", "graders.arrays",
-          "graders.vocabulary", "graders.stats"}
+# what each part of the graders may import, besides itself and the package root (the
+# version): the parts below it
+MAY_IMPORT = {
+    "shared": set(),
+    "hip": {"shared"},
+    "runner": {"shared", "hip"},
+    "isolation": {"shared"},
+    "engine": {"shared", "isolation"},  # isolation's face only: ISOLATION_FACE
+    "service": {"shared", "engine", "isolation"},
+    "proof": {"shared", "engine", "isolation"},
+    "formats": {"shared", "engine"},
+    "integrations": {"shared", "engine", "isolation", "formats"},
+    "bench": {"shared", "engine", "isolation", "service", "proof", "runner", "hip"},
+    "cli": {"shared", "engine", "isolation", "service", "proof", "formats", "integrations",
+            "bench"},
+}
+ISOLATION_FACE = "graders.isolation"
+# the files that may sit in graders/ outside a part
+LOOSE = {"graders", "graders.__main__", "graders.cli"}
 # the graders' modules the server may import: plain names and the JSON contract (the task's
 # fields, the worker's JSON lines and their reader, the exercises' parameter declarations)
-SERVER_MAY_IMPORT = {"graders", "graders.vocabulary", "graders.task_contract",
-                     "graders.worker_client", "graders.params"}
+SERVER_MAY_IMPORT = {"graders", "graders.shared.vocabulary", "graders.shared.paths",
+                     "graders.service.task_contract", "graders.service.worker_client",
+                     "graders.engine.params"}
 HEAVY = ("torch", "triton", "numpy")
+
+
+def part_of(module: str) -> str | None:
+    """The part a graders module belongs to (None for the package root)."""
+    parts = module.split(".")
+    if parts[0] != "graders" or module == "graders":
+        return None
+    if module in ("graders.cli", "graders.__main__"):
+        return "cli"
+    return parts[1]
 
 
 def module_name(path: Path) -> str:
@@ -66,8 +92,10 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 parts = package.split(".")
                 parts = parts[:len(parts) - node.level + 1]
                 base = ".".join(parts + ([node.module] if node.module else []))
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known)
+            submodules = {f"{base}.{a.name}" for a in node.names} & known
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # a name defined in ``base`` itself
+                found.add(base)
     return {m if m in known else m.split(".")[0] for m in found if m}
 
 
@@ -125,13 +153,8 @@ def forbidden(graph: dict[str, set[str]]) -> list[str]:
     wrong = []
     for name, imported in sorted(graph.items()):
         project = {m for m in imported if m in graph}
-        if name.startswith("graders.runner"):
-            for m in sorted(project - RUNNER_MAY_IMPORT):
-                if not m.startswith("graders.runner"):
-                    wrong.append(f"the runner's {name} imports the trusted side's {m}")
-        if name in ENGINE:
-            for m in sorted(m for m in project if m.startswith("graders.runner")):
-                wrong.append(f"the engine's {name} imports the runner's {m}")
+        if name.startswith("graders"):
+            wrong.extend(_crossings(name, project))
         if name.startswith("server"):
             for m in sorted(m for m in project if m.startswith("graders")):
                 if m not in SERVER_MAY_IMPORT:
@@ -143,31 +166,89 @@ def forbidden(graph: dict[str, set[str]]) -> list[str]:
     return wrong
 
 
+def _crossings(name: str, project: set[str]) -> list[str]:
+    """The imports of graders module ``name`` that its part may not make."""
+    part = part_of(name)
+    if part is None:
+        return [f"{name} (the package root) imports {m}" for m in sorted(project)]
+    wrong = []
+    for m in sorted(project):
+        other = part_of(m)
+        if other is None or other == part:
+            continue
+        if other not in MAY_IMPORT.get(part, set()):
+            side = "the trusted side's " if part == "runner" else \
+                "the runner's " if other == "runner" else ""
+            wrong.append(f"the {part} part's {name} imports {side}{m}")
+        elif part == "engine" and other == "isolation" and m != ISOLATION_FACE:
+            wrong.append(f"the engine's {name} imports isolation's internal {m} "
+                         f"(the engine sees only {ISOLATION_FACE})")
+    return wrong
+
+
+def part_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between parts: an edge where any module of one imports one of another."""
+    parts: dict[str, set[str]] = {}
+    for name, imported in graph.items():
+        part = part_of(name)
+        if part is None:
+            continue
+        parts.setdefault(part, set()).update(
+            p for p in map(part_of, imported & graph.keys()) if p not in (None, part))
+    return parts
+
+
 def test_no_import_circle():
-    assert circles(import_graph()) == []
+    graph = import_graph()
+    assert circles(graph) == []
+    assert circles(part_graph(graph)) == []
 
 
 def test_no_import_crosses_a_line():
     assert forbidden(import_graph()) == []
 
 
+def test_every_module_sits_in_a_part():
+    graph = import_graph()
+    loose = {m for m in graph if m.startswith("graders") and m.count(".") < 2
+             and m not in LOOSE and (REPO / Path(*m.split("."))).with_suffix(".py").is_file()}
+    assert loose == set()
+    assert {part_of(m) for m in graph if m.startswith("graders.")} - {None} == set(MAY_IMPORT)
+
+
 @pytest.mark.parametrize("edge, words", [
-    (("graders.runner.main", "graders.checker"), "the runner's graders.runner.main imports "
-                                                 "the trusted side's graders.checker"),
-    (("graders.performance", "graders.runner.timing"), "the engine's graders.performance "
-                                                       "imports the runner's"),
-    (("server.jobs", "graders.checker"), "server.jobs imports graders.checker"),
-    (("graders.task_contract", "numpy"), "imports numpy, itself or through what it imports"),
+    (("graders.runner.main", "graders.engine.checker"),
+     "the runner part's graders.runner.main imports the trusted side's graders.engine.checker"),
+    (("graders.engine.performance", "graders.runner.timing"),
+     "the engine part's graders.engine.performance imports the runner's graders.runner.timing"),
+    (("graders.isolation.launch", "graders.runner.main"),
+     "the isolation part's graders.isolation.launch imports the runner's"),
+    (("graders.engine.lanes", "graders.isolation.sandbox"),
+     "the engine's graders.engine.lanes imports isolation's internal graders.isolation.sandbox"),
+    (("graders.isolation.seed_cache", "graders.engine.registry"),
+     "the isolation part's graders.isolation.seed_cache imports graders.engine.registry"),
+    (("graders.shared.protocol", "graders.isolation.launch"),
+     "the shared part's graders.shared.protocol imports graders.isolation.launch"),
+    (("server.jobs", "graders.engine.checker"), "server.jobs imports graders.engine.checker"),
+    (("graders.service.task_contract", "numpy"),
+     "imports numpy, itself or through what it imports"),
 ])
 def test_each_line_catches_a_forbidden_import_added(edge, words):
     graph = import_graph()
+    assert not any(words in line for line in forbidden(graph))
     graph[edge[0]] = graph[edge[0]] | {edge[1]}
     assert any(words in line for line in forbidden(graph)), forbidden(graph)
 
 
 def test_a_circle_added_is_caught():
     """launch and sandbox imported each other (Limits one way, RunnerJob the other) until
-    Limits moved below both (graders/limits.py): put that back, and it is a circle."""
+    Limits moved below both (graders/isolation/limits.py): put that back, and it is a
+    circle. The sandbox took the repository's root from the engine's registry (until
+    graders/shared/paths.py): between parts, that was a circle too."""
     graph = import_graph()
-    graph["graders.launch"] = graph["graders.launch"] | {"graders.sandbox"}
-    assert any({"graders.launch", "graders.sandbox"} <= set(part) for part in circles(graph))
+    launch, sandbox = "graders.isolation.launch", "graders.isolation.sandbox"
+    graph[launch] = graph[launch] | {sandbox}
+    assert any({launch, sandbox} <= set(part) for part in circles(graph))
+    graph = import_graph()
+    graph[sandbox] = graph[sandbox] | {"graders.engine.registry"}
+    assert ["engine", "isolation"] in circles(part_graph(graph))

@@ -16,13 +16,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import mutant_file
 
 REPO = Path(__file__).resolve().parent.parent
 REFS = REPO / "reference_solutions" / "safe_softmax"
 REFERENCE = REFS / "solution.py"
-NAIVE = mutant_file("safe_softmax", "naive_unsafe_exp")  # from its patch, graders/mutants.py
+NAIVE = mutant_file("safe_softmax", "naive_unsafe_exp")  # from its patch, graders/proof/mutants.py
 ROW_PER_PROGRAM = mutant_file("safe_softmax", "row_per_program")
 CHECKS = {"random_rows", "poisoned_row", "half_precision_overflow", "non_power_of_two_cols",
           "long_rows", "tiny_rows", "underflow", "fresh_inputs"}
@@ -564,8 +563,8 @@ def test_two_students_get_their_own_parameters_on_gradescope(world_readable_dir,
     _package("gradescope", bundle, "online_softmax", "--secret-file", str(secret))
     with zipfile.ZipFile(bundle) as zf:
         assert "params_secret" in zf.namelist()
-    from graders import params
-    from graders.registry import get_exercise
+    from graders.engine import params
+    from graders.engine.registry import get_exercise
     spec = get_exercise("online_softmax")
     mine = {who: params.derive(secret.read_text().strip(), who, "online_softmax", spec.params)
             for who in ("ada@uni.edu", "grace@uni.edu")}

@@ -2,10 +2,10 @@ import json
 
 import numpy as np
 
-from graders.arrays import from_f64
-from graders.casekit import combine64, row_stats64, softmax64
-from graders.judge import compare_rows, compare_values
-from graders.spec import Tolerance
+from graders.engine.casekit import combine64, row_stats64, softmax64
+from graders.engine.judge import compare_rows, compare_values
+from graders.engine.spec import Tolerance
+from graders.shared.arrays import from_f64
 
 F32 = Tolerance(rtol=1e-5, atol=1e-10)
 RNG = np.random.default_rng(1)

@@ -1,8 +1,8 @@
-"""How long a job's kill waits (graders.killing): as long as its processes keep dying."""
+"""How long a job's kill waits (graders.isolation.killing): as long as its processes keep dying."""
 
 import time
 
-from graders.killing import kill_until_gone
+from graders.isolation.killing import kill_until_gone
 
 
 def _dying(count: int, every_s: float):

@@ -1,13 +1,14 @@
-"""Mutants as patches (graders/mutants.py): applying, refusing, writing, and the course's own."""
+"""Mutants as patches (graders/proof/mutants.py): applying, refusing, writing, and the course's
+own."""
 
 import tomllib
 
 import pytest
-
 from conftest import REPO
-from graders.mutants import (PatchError, apply_patch, get_mutant, list_mutants, make_header,
-                             make_patch, materialise)
-from graders.registry import all_exercises
+
+from graders.engine.registry import all_exercises
+from graders.proof.mutants import (PatchError, apply_patch, get_mutant, list_mutants, make_header,
+                                   make_patch, materialise)
 
 REFERENCE = "".join(f"line {i}\n" for i in range(1, 31))
 HEADER = "# expect: random_rows — line 10 is wrong\n"
@@ -78,7 +79,7 @@ def test_a_long_expectation_wraps_and_reads_back_whole():
     why = "the block is capped at 1024 columns " * 6
     header = make_header(f"long_rows, poisoned_row — {why}", ["A note.", "Another."])
     assert all(len(line) <= 96 for line in header.splitlines())
-    from graders.mutants import read_expectation
+    from graders.proof.mutants import read_expectation
 
     assert read_expectation(header, "h") == (("long_rows", "poisoned_row"), " ".join(why.split()))
 
@@ -145,7 +146,7 @@ MOST_CHANGED_LINES = 40
 def test_kernels_written_from_scratch_are_whole_files_the_selftest_grades():
     """The Triton tutorial's one program per row is not the reference plus a bug: such
     files live whole in from_scratch/, their '# expect:' line at the top."""
-    from graders.selftest import collect
+    from graders.proof.selftest import collect
 
     cases = [c for c in collect() if c.path.parent.name == "from_scratch"]
     assert sorted(c.label for c in cases) == [
@@ -186,7 +187,7 @@ def test_kernels_written_from_scratch_are_whole_files_the_selftest_grades():
 def test_a_from_scratch_file_without_an_expect_line_is_refused(tmp_path, monkeypatch):
     import shutil
 
-    from graders.selftest import collect
+    from graders.proof.selftest import collect
 
     refs = tmp_path / "refs"
     shutil.copytree(REPO / "reference_solutions" / "safe_softmax", refs / "safe_softmax")
@@ -218,9 +219,9 @@ def test_a_patch_that_no_longer_applies_is_a_wrong_case_of_selftest_naming_it(
     failure of the selftest that names the patch and why, and nothing grades it."""
     import shutil
 
-    import graders.selftest as selftest
-    from graders.results import GradeResult
-    from graders.vocabulary import Device, Verdict
+    import graders.proof.selftest as selftest
+    from graders.engine.results import GradeResult
+    from graders.shared.vocabulary import Device, Verdict
 
     refs = tmp_path / "refs"
     shutil.copytree(REPO / "reference_solutions" / "safe_softmax", refs / "safe_softmax",

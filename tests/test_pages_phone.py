@@ -6,9 +6,10 @@ editor past 4,500 px. These drive Debian's Chromium as a student would.
 """
 
 from conftest import mutant_file
-from graders.report import progress_line
-from graders.results import CheckResult
 from test_web_ui import _api_graded, _api_students, browser, server, shot, sign_in  # noqa: F401
+
+from graders.engine.report import progress_line
+from graders.engine.results import CheckResult
 
 PHONE = {"width": 390, "height": 844}
 

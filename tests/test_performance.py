@@ -10,13 +10,13 @@ import dataclasses
 import math
 
 import pytest
-
-from graders.checker import grade
-from graders.perfinputs import InputRecipe
-from graders.registry import get_exercise
-from graders.spec import PerfShape, PerformanceSpec
-from graders.vocabulary import Device, Verdict
 from test_grading import GOOD, FakeRunnerLauncher
+
+from graders.engine.checker import grade
+from graders.engine.registry import get_exercise
+from graders.engine.spec import PerformanceSpec, PerfShape
+from graders.shared.perfinputs import InputRecipe
+from graders.shared.vocabulary import Device, Verdict
 
 
 def FakeGpuLauncher(mode):  # noqa: N802 - reads like the class it stands for
@@ -125,7 +125,7 @@ def test_a_runner_being_made_ready_keeps_the_gpu_free_while_it_compiles(tmp_path
     import threading
     import time
 
-    from graders.pool import GpuGate, prepare
+    from graders.isolation.pool import GpuGate, prepare
 
     gate = GpuGate()
     made = {}

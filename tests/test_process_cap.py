@@ -13,14 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from graders import jobuids
-from graders.checker import grade
-from graders.registry import get_exercise
-from graders.sandbox import BwrapLauncher, SandboxUnavailable, default_launcher
-from graders.vocabulary import Device, Verdict
 from test_grading import GOOD, SAFE_KERNEL
+
+from graders.engine.checker import grade
+from graders.engine.registry import get_exercise
+from graders.isolation import jobuids
+from graders.isolation.sandbox import BwrapLauncher, SandboxUnavailable, default_launcher
+from graders.shared.vocabulary import Device, Verdict
 
 FORK_BOMB = SAFE_KERNEL + "\n\ndef softmax(x):\n    import os\n    while True:\n        os.fork()\n"
 MARKER = "graders-uid-daemon-31337"

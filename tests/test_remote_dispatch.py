@@ -20,15 +20,14 @@ import subprocess
 import sys
 
 import pytest
-from sqlalchemy.orm import selectinload
-
 from conftest import REPO
-from server.models import Status, Submission
 from fastapi.testclient import TestClient
+from services import free_port, start_redis, until
+from sqlalchemy.orm import selectinload
+from test_server_api import add_students, auth, settings_for, submit
 
 from server.app import create_app
-from services import free_port, start_redis, until
-from test_server_api import add_students, auth, settings_for, submit
+from server.models import Status, Submission
 
 SECRET = "remote-dispatch-secret-0123"
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
@@ -191,11 +190,11 @@ def test_with_the_broker_down_submissions_wait_queued_and_go_when_it_is_back(tmp
 @pytest.mark.parametrize("name", ["DATABASE_URL", "ADMIN_TOKEN"])
 def test_a_worker_refuses_to_start_with_credentials_it_must_not_hold(name):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "ADMIN_TOKEN")}
-    proc = subprocess.run([sys.executable, "-c", "import graders.remote_worker"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-c", "import graders.service.remote_worker"], cwd=REPO,
                           env=dict(env, **{name: "postgresql://secret"}), capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode != 0
     assert f"refusing to start with {name}" in proc.stderr
-    clean = subprocess.run([sys.executable, "-c", "import graders.remote_worker"], cwd=REPO,
-                           env=env, capture_output=True, text=True, timeout=60)
+    clean = subprocess.run([sys.executable, "-c", "import graders.service.remote_worker"],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert clean.returncode == 0, clean.stderr

@@ -1,10 +1,11 @@
-"""The slot's seed cache holds the grader's kernel, not Triton's host stubs (graders.seed_cache).
+"""The slot's seed cache holds the grader's kernel, not Triton's host stubs
+(graders.isolation.seed_cache).
 
 On the H200 a runner that loaded the seed's cuda_utils (built outside the sandbox) crashed
 with SIGSEGV while warming up; the GPU tests show the runners since (tests/test_gpu.py).
 """
 
-from graders.seed_cache import strip_host_stubs
+from graders.isolation.seed_cache import strip_host_stubs
 
 
 def test_the_seed_keeps_the_kernel_and_drops_the_host_stubs(tmp_path):

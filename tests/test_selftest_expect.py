@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from graders.results import CheckResult, GradeResult
-from graders.selftest import Case, collect, judge, read_expectation, validate_expectation
-from graders.vocabulary import Verdict
+from graders.engine.results import CheckResult, GradeResult
+from graders.proof.selftest import Case, collect, judge, read_expectation, validate_expectation
+from graders.shared.vocabulary import Verdict
 
 CHECKS = {"random_rows", "poisoned_row", "non_power_of_two_cols", "long_rows", "underflow"}
 

@@ -52,9 +52,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import mutant_file
-from graders.registry import all_exercises
+
+from graders.engine.registry import all_exercises
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "student-ci.md"

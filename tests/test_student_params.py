@@ -13,12 +13,12 @@ import re
 import sys
 
 import pytest
-
 from conftest import REPO, run_cli
-from graders.params import ParamError, parse_cli
+from test_server_api import NoDispatch, add_students, auth, running, submit, wait_done
+
+from graders.engine.params import ParamError, parse_cli
 from server.graders_client import ExerciseInfo
 from server.student_params import derive
-from test_server_api import NoDispatch, add_students, auth, running, submit, wait_done
 
 SECRET = "test-course-secret-0123456789"
 # independent of the exercise's checks.py: module §5's count, by hand
@@ -160,7 +160,7 @@ def test_cli_forms_read_alike():
 # -- the jobs: the worker's JSON line, the Celery task ---------------------------------
 
 def test_a_worker_job_with_bad_params_is_answered_not_graded(tmp_path):
-    from graders.worker import handle
+    from graders.service.worker import handle
 
     path = tmp_path / "s.py"
     path.write_text("x = 1\n")
@@ -181,7 +181,7 @@ for line in sys.stdin:
 
 
 def test_the_slot_worker_sends_the_params_in_the_job_line(tmp_path):
-    from graders.worker_client import SlotWorker
+    from graders.service.worker_client import SlotWorker
 
     worker = SlotWorker([sys.executable, "-c", FAKE_WORKER], timeout_s=30)
     try:
@@ -245,8 +245,8 @@ def test_a_result_graded_with_other_params_is_not_the_students_grade(tmp_path):
 
 
 def test_a_remote_worker_grades_with_the_tasks_params(monkeypatch):
-    from graders import remote_worker
-    from graders.worker_client import GradeOutcome
+    from graders.service import remote_worker
+    from graders.service.worker_client import GradeOutcome
 
     heard = {}
 

@@ -22,10 +22,10 @@ from collections import Counter
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, func, select
-
 from conftest import REPO
 from services import free_port, start_redis
+from sqlalchemy import create_engine, func, select
+
 from server.models import GradeRun, Status, Submission
 
 ADMIN = "topology-admin-token-0123"
@@ -87,7 +87,7 @@ class Topology:
         if gpu_index is not None:
             env["GRADER_GPU_INDEX"] = str(gpu_index)
         self.workers[name] = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "graders.remote_worker", "worker",
+            [sys.executable, "-m", "celery", "-A", "graders.service.remote_worker", "worker",
              "--pool", "solo", "-Q", self.device, "-n", f"{name}@%h", "--without-gossip",
              "--without-mingle", "-l", "INFO"],
             cwd=REPO, env=env, stdout=self._log(name), stderr=subprocess.STDOUT)

@@ -8,18 +8,17 @@ from datetime import datetime, timedelta, timezone
 from urllib.parse import unquote
 
 import pytest
-
 from conftest import REPO
-from graders.vocabulary import Verdict
+from test_server_api import ADMIN, NoDispatch, _graded, add_students, auth, grades_csv, running
+from test_web_pages import form_token, sign_in
+
+from graders.shared.vocabulary import Verdict
 from server.csrf import FIELD
 from server.models import Status, Submission
-from test_server_api import ADMIN, NoDispatch, _graded, add_students, auth, grades_csv, \
-    running
-from test_web_pages import form_token, sign_in
 
 PAST = {"safe_softmax": "2020-01-01T00:00:00+00:00"}
 
-# what the graders answer for a HIP file without a GPU (graders/checker.py)
+# what the graders answer for a HIP file without a GPU (graders/engine/outcome.py)
 COMPILED = {"exercise": "safe_softmax", "language": "hip", "device": "cpu",
             "device_name": "no GPU: NVRTC compile only", "verdict": "compiled", "score": 0.0,
             "max_score": 100.0, "duration_s": 7.6, "grader_version": "test",

@@ -1,4 +1,4 @@
-"""A remote worker's healthcheck (graders/worker_alive.py, issue 27): fresh while its slot
+"""A remote worker's healthcheck (graders/service/worker_alive.py, issue 27): fresh while its slot
 lives, stale once the slot is gone, whether or not a grading is running."""
 
 import json
@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from graders.worker_alive import is_alive, keep_beating
 from services import free_port, start_redis
+
+from graders.service.worker_alive import is_alive, keep_beating
 
 
 def test_the_heartbeat_is_fresh_while_the_slot_lives_and_goes_stale_after(tmp_path):
@@ -39,7 +39,7 @@ def test_the_heartbeat_is_fresh_while_the_slot_lives_and_goes_stale_after(tmp_pa
 
 def test_the_healthcheck_command_exits_by_the_files_age(tmp_path):
     path = tmp_path / "alive"
-    check = [sys.executable, "-m", "graders.worker_alive"]
+    check = [sys.executable, "-m", "graders.service.worker_alive"]
     env = dict(os.environ, WORKER_HEARTBEAT_FILE=str(path))
     assert subprocess.run(check, cwd=REPO, env=env).returncode == 1  # no beat yet
     path.touch()
@@ -63,8 +63,8 @@ def _celery_worker(tmp_path, **env_changes) -> tuple[subprocess.CompletedProcess
     env = {k: v for k, v in env.items() if v is not None}
     try:
         worker = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "graders.remote_worker", "worker", "--pool",
-             "solo", "-Q", "cuda", "-n", "broken@%h", "--without-gossip", "--without-mingle"],
+            [sys.executable, "-m", "celery", "-A", "graders.service.remote_worker", "worker",
+             "--pool", "solo", "-Q", "cuda", "-n", "broken@%h", "--without-gossip", "--without-mingle"],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     finally:
         redis.kill()

@@ -556,8 +556,8 @@ def check_cpu():
 
 def sweep(budget_s, out, only=()):
     from graders.bench import time_in_process
-    from graders.perfinputs import InputRecipe
-    from graders.spec import PerfShape
+    from graders.engine.spec import PerfShape
+    from graders.shared.perfinputs import InputRecipe
 
     global LOG
     LOG = out

@@ -17,12 +17,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from graders import jobuids  # noqa: E402
-from graders.checker import grade  # noqa: E402
-from graders.registry import get_exercise  # noqa: E402
-from graders.sandbox import default_launcher  # noqa: E402
-from graders.vocabulary import Device  # noqa: E402
 from test_process_cap import FORK_BOMB, _traversable  # noqa: E402
+
+from graders.engine.checker import grade  # noqa: E402
+from graders.engine.registry import get_exercise  # noqa: E402
+from graders.isolation import jobuids  # noqa: E402
+from graders.isolation.sandbox import default_launcher  # noqa: E402
+from graders.shared.vocabulary import Device  # noqa: E402
 
 
 def sample(peak: dict, stop: threading.Event) -> None:

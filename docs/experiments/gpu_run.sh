@@ -19,7 +19,7 @@ if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site ]; then
 fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site
 # the H200 host has no delegated cgroup: there each runner runs as a job uid of its own
-# (graders/jobuids.py), which must pass through the folders above the repository and the
+# (graders/isolation/jobuids.py), which must pass through the folders above the repository and the
 # Python environment (o+x), as a deployment installs them (docs/deploy.md)
 for path in "$PWD" "$(python3 -c 'import sys; print(sys.base_prefix)')" \
             "$(readlink -f "$(command -v python3)")" /tmp/site /tmp/bw; do
@@ -27,7 +27,7 @@ for path in "$PWD" "$(python3 -c 'import sys; print(sys.base_prefix)')" \
     [ -d "$d" ] && chmod o+x "$d"; d=$(dirname "$d"); done
 done
 chmod -R o+rX . /tmp/site /tmp/bw 2>/dev/null
-echo "job uids needed here (no job cgroup): $(python3 -c 'from graders.cgroups import cgroups_usable; print(not cgroups_usable())')"
+echo "job uids needed here (no job cgroup): $(python3 -c 'from graders.isolation.cgroups import cgroups_usable; print(not cgroups_usable())')"
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)"
 for part in "$@"; do case "$part" in

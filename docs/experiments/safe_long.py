@@ -1,9 +1,14 @@
 """Tuning: safe softmax shapes below copy (1024×32768 bf16/f32, bf16 square and 1024-wide)."""
-import importlib.util, sys, torch
+import importlib.util
+import sys
+
+import torch
+
 sys.path.insert(0, ".")
 from graders.bench import time_in_process
-from graders.perfinputs import InputRecipe
-from graders.spec import PerfShape
+from graders.engine.spec import PerfShape
+from graders.shared.perfinputs import InputRecipe
+
 
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)

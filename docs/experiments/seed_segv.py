@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
-from graders.launch import runner_env  # noqa: E402
-from graders.pool import KNOWN_SHAPE  # noqa: E402
-from graders.seed_cache import make_seed_cache  # noqa: E402
+from graders.isolation.launch import runner_env  # noqa: E402
+from graders.isolation.pool import KNOWN_SHAPE  # noqa: E402
+from graders.isolation.seed_cache import make_seed_cache  # noqa: E402
 
 CHILD = """
 import faulthandler, os, sys

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 27: the worker run as docker/worker.Dockerfile and compose would run it, on a GPU
 # host that cannot run Docker (the H200 device). Each variant starts
-# `celery -A graders.remote_worker worker` in a mount namespace of its own where:
+# `celery -A graders.service.remote_worker worker` in a mount namespace of its own where:
 #   masked  /proc is masked as Docker masks it by default (its MaskedPaths and
 #           ReadonlyPaths): what `security_opt: systempaths=unconfined` turns off;
 #   nocc    no C compiler is on the machine (gcc, cc, clang hidden): what python:3.12-slim
@@ -46,7 +46,7 @@ worker() {  # worker NAME SETUP... : run one variant, print its end
     exec env -u DATABASE_URL -u ADMIN_TOKEN BROKER_URL='$BROKER' SERVER_URL=http://127.0.0.1:8123 \
       TASK_SECRET=$SECRET GRADER_DEVICE=${DEVICE:-cuda} GRADER_GPU_INDEX=0 WORKER_NAME=$name \
       WORKER_HEARTBEAT_FILE=$W/$name.alive GRADERS_JOB_UID_BASE=63000 \
-      python3 -m celery -A graders.remote_worker worker --pool solo -Q ${DEVICE:-cuda} -n $name@%h \
+      python3 -m celery -A graders.service.remote_worker worker --pool solo -Q ${DEVICE:-cuda} -n $name@%h \
       --without-gossip --without-mingle -l INFO" > $W/$name.log 2>&1 &
   echo $! > $W/$name.pid
 }
@@ -72,7 +72,7 @@ done
 echo "=== variant: as-image (compiler present, systempaths=unconfined: no masks)"
 worker as-image true; started as-image
 $CLIENT wait http://127.0.0.1:8123 $ADMIN
-WORKER_HEARTBEAT_FILE=$W/as-image.alive python3 -m graders.worker_alive && echo "healthcheck (heartbeat file): ok" || echo "healthcheck failed"
+WORKER_HEARTBEAT_FILE=$W/as-image.alive python3 -m graders.service.worker_alive && echo "healthcheck (heartbeat file): ok" || echo "healthcheck failed"
 grep -E "grading|stored|submission=" $W/as-image.log | cut -c1-300 | tail -5
-pkill -f "graders.remote_worker" ; pkill -f "python3 -m server"; redis-cli -p 6391 -a "$REDIS_PASSWORD" shutdown 2>/dev/null
+pkill -f "graders.service.remote_worker" ; pkill -f "python3 -m server"; redis-cli -p 6391 -a "$REDIS_PASSWORD" shutdown 2>/dev/null
 cp $W/*.log "$OUT/" 2>/dev/null

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 REF = REPO / "reference_solutions"
 sys.path.insert(0, str(REPO))
-from graders.mutants import get_mutant, materialise  # noqa: E402
+from graders.proof.mutants import get_mutant, materialise  # noqa: E402
 
 MUTANTS = Path(tempfile.mkdtemp(prefix="latency-mutants-"))
 
@@ -73,7 +73,7 @@ def main() -> int:
                                        "timing": timing}) + "\n")
         worker.stdin.flush()
         answer = json.loads(worker.stdout.readline())
-        while "check" in answer:  # a check's line while the rest runs (graders.worker)
+        while "check" in answer:  # a check's line while the rest runs (graders.service.worker)
             answer = json.loads(worker.stdout.readline())
         wall = time.monotonic() - sent
         result = answer["result"] or {}

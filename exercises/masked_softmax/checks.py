@@ -6,7 +6,7 @@ positions (j > i) at -inf; a row that is entirely -inf is all zeros.
 
 import numpy as np
 
-from graders.casekit import softmax64
+from graders.engine.casekit import softmax64
 
 NEG_INF = float("-inf")
 

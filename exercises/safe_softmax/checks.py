@@ -4,7 +4,7 @@ Each function is a check named in spec.toml: it makes inputs, yields calls of
 the student's ``softmax`` and judges the outputs against a float64 softmax.
 """
 
-from graders.casekit import softmax64
+from graders.engine.casekit import softmax64
 
 
 def _softmax_call(ctx, x, notes=None):
@@ -85,5 +85,5 @@ def fresh_inputs(ctx):
 
 
 def performance_reference(shape, inputs, rows):
-    """Expected rows of a timed call (graders/performance.py picks which)."""
+    """Expected rows of a timed call (graders/engine/performance.py picks which)."""
     return softmax64(inputs["x"])

@@ -2,7 +2,7 @@
 
 1. Every exercise's graded shapes: the copy ceiling, torch's own answer
    (``exercises/<name>/baseline.py``, timed in this process with the same method), and the
-   reference solution graded for real (sandboxed runner, ``graders.performance``).
+   reference solution graded for real (sandboxed runner, ``graders.engine.performance``).
 2. The module's traffic table: the four lab kernels and unfused vs fused
    scale + mask + softmax at 4096×4096 float32, measured time ratios beside the
    predicted byte ratios.
@@ -23,10 +23,10 @@ import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..perfinputs import InputRecipe
-from ..registry import all_exercises, references_root
-from ..spec import PerfShape
-from ..vocabulary import Device
+from graders.engine.registry import all_exercises, references_root
+from graders.engine.spec import PerfShape
+from graders.shared.perfinputs import InputRecipe
+from graders.shared.vocabulary import Device
 
 # The best public kernel per shape, fraction of copy, from ../shared/FACTS.md (same
 # H200 model, 2026-11-29): Triton tutorial, Liger, FlagGems, attorch; None = not measured.
@@ -51,20 +51,20 @@ class _InProcess:
     """Just enough of a runner for graders.runner.timing to time trusted code here."""
 
     def __init__(self, torch, name: str, fn):
-        from ..runner import guard
+        from graders.runner import guard
 
         self.torch, self.guard, self.submission = torch, guard, "<bench>"
         self.module = SimpleNamespace(**{name: fn})
-        from ..runner.timing import clock
+        from graders.runner.timing import clock
 
         self.clock = clock(torch)
 
 
 def time_in_process(torch, fn, shape: PerfShape, seed: int = 1) -> dict:
     """Trusted code timed here, by the runner's method, judged by the checker's figures."""
-    from ..performance import figures, timing_request
-    from ..runner import timing
-    from ..runner.main import _decode
+    from graders.engine.performance import figures, timing_request
+    from graders.runner import timing
+    from graders.runner.main import _decode
 
     reply, run = timing.measure(_InProcess(torch, shape.fn, fn), timing_request(shape, seed),
                                 _decode, guarded=False)
@@ -81,7 +81,7 @@ def _load(path: Path):
 
 
 def _grade_reference(exercise, gpu_index: int, sandbox: bool):
-    from ..slots import Slot
+    from graders.service.slots import Slot
 
     slot = Slot("bench", Device.CUDA, gpu_index=gpu_index, sandbox=sandbox)
     path = references_root() / exercise.name / "solution.py"
@@ -108,12 +108,12 @@ def run_bench(out: Path | None, repeat: int, gpu_index: int, sandbox: bool,
           f"Measured by `python -m graders bench` on {device}, "
           f"{datetime.date.today().isoformat()}; torch {torch.__version__}, triton "
           f"{triton.__version__}, CUDA {torch.version.cuda}, Python {sys.version.split()[0]}.\n"]
-    from ..performance import METHOD
+    from graders.engine.performance import METHOD
     md.append(f"Method (docs/timing.md): {METHOD}. GB/s = those bytes ÷ the median time. "
               "Spread = interquartile range ÷ median of the per-call times.\n")
     latencies: list[float] = []
 
-    from .. import gpuinfo
+    from graders.shared import gpuinfo
     clocks = gpuinfo.clocks(gpu_index)
     if clocks:
         md.append("Clocks at the start (nvidia-smi, MHz / W / °C): " +
@@ -205,7 +205,7 @@ def _exercise_tables(torch, exercise, repeats, gpu_index, sandbox, md, latencies
 
 
 def _traffic(torch) -> list[str]:
-    from . import labs
+    from graders.bench import labs
 
     shape = PerfShape("f", (InputRecipe("x", "uniform", 4096, 4096, "float32"),), ("@x",), {},
                       "4096×4096 float32")

@@ -40,8 +40,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..mutants import get_mutant, materialise
-from ..vocabulary import LANGUAGE_BY_SUFFIX
+from graders.proof.mutants import get_mutant, materialise
+from graders.shared.vocabulary import LANGUAGE_BY_SUFFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIX_DIR = Path(__file__).resolve().parent / "mix"

@@ -1,6 +1,6 @@
 """The shapes `python -m graders grade --format` prints a result in.
 
-text is for a person (graders/report.py), json is the server's contract, junit is for CI
+text is for a person (graders/engine/report.py), json is the server's contract, junit is for CI
 test reports, github is GitHub Actions' workflow commands (annotations on the student's
 file). Each renderer takes the result and the path the student gave, and returns the
 whole output; none of them prints, so the CLI alone decides what reaches stdout.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from ..report import render as render_text
-from ..results import GradeResult
-from .github import render_github
-from .junit import render_junit
+from graders.engine.report import render as render_text
+from graders.engine.results import GradeResult
+from graders.formats.github import render_github
+from graders.formats.junit import render_junit
 
 FORMATS = ("text", "json", "junit", "github")
 

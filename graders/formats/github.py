@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import secrets
 
-from ..report import render as render_text
-from ..results import GradeResult
+from graders.engine.report import render as render_text
+from graders.engine.results import GradeResult
+
 
 def render_github(result: GradeResult, file: str) -> str:
     path = annotation_path(file)

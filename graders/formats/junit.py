@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ..report import dump_table
-from ..results import CheckResult, GradeResult
+from graders.engine.report import dump_table
+from graders.engine.results import CheckResult, GradeResult
 
 # XML 1.0 cannot hold most control characters at all, escaped or not, and a student's
 # printed output or an exception text may contain them: show them as \xNN instead.

@@ -18,7 +18,7 @@ import os
 import warnings
 from typing import Any, Callable
 
-from . import source as hip_source
+from graders.hip import source as hip_source
 
 
 class HipCompileError(Exception):

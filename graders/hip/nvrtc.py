@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .source import Diagnostic, parse_log, prepare
+from graders.hip.source import Diagnostic, parse_log, prepare
 
 OPTIONS = ("--gpu-architecture=compute_90", "--std=c++17", "-default-device")
 

@@ -12,7 +12,8 @@ import secrets
 import shutil
 from pathlib import Path
 
-from ..registry import REPO_ROOT, get_exercise
+from graders.engine.registry import get_exercise
+from graders.shared.paths import REPO_ROOT
 
 # where the platforms' images keep the toolchain: outside /root and /autograder, readable by
 # the job uid that runs a submission when bubblewrap cannot (docs/deploy.md)
@@ -87,7 +88,7 @@ def copy_grader(exercise: str, dest: Path) -> None:
 
 
 def write_secret(dest: Path, secret: str | None, name: str = SECRET_NAME) -> Path:
-    """The key the students' parameters are derived with (graders.params.derive): the one
+    """The key the students' parameters are derived with (graders.engine.params.derive): the one
     given (a course that wants the numbers its own server shows passes COURSE_SECRET), or a
     new random one. Readable by root alone, so a submission cannot compute anyone's."""
     path = dest / name

@@ -4,16 +4,16 @@ The container is per submission and the grader is root there, but it is still wh
 results are written and where the grader's own code lives, so the submission must not run
 as the grader. Two ways, in order:
 
-1. **bubblewrap**, the engine's own sandbox (graders/sandbox.py), where the container lets
-   it build one (user namespaces; Docker's default seccomp profile usually forbids them).
+1. **bubblewrap**, the engine's own sandbox (graders/isolation/sandbox.py), where the container
+   lets it build one (user namespaces; Docker's default seccomp profile usually forbids them).
    Its process cap is a job cgroup or a job uid, as the engine decides.
 2. **a job uid without bubblewrap**: the engine's root-without-cgroup path
-   (graders/jobuids.py) on its own. The launch shim drops the runner to an unprivileged uid
-   of its own, held by RLIMIT_NPROC, RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE, and killed by uid
+   (graders/isolation/jobuids.py) on its own. The launch shim drops the runner to an unprivileged
+   uid of its own, held by RLIMIT_NPROC, RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE, and killed by uid
    when the run ends. It cannot write results/, read root's files of mode 0600 or signal the
    grader; unlike bubblewrap it still sees the container's filesystem and network. That is
-   acceptable only because the container is thrown away after this one submission and holds
-   no other student's work and no reference solution.
+   acceptable only because the container is thrown away after this one submission and holds no
+   other student's work and no reference solution.
 
 Neither possible (no bwrap, and no way to switch users: not root, or CAP_SETUID dropped)
 raises CannotConfine: the caller writes a results.json that says so and grades nothing.
@@ -29,11 +29,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import jobuids
-from ..jobuids import JobUids, NoJobUid
-from ..launch import RunnerJob, _SHIM
-from ..registry import REPO_ROOT
-from ..sandbox import BwrapLauncher, DirectLauncher, Limits, SandboxUnavailable
+from graders.isolation import jobuids
+from graders.isolation.jobuids import JobUids, NoJobUid
+from graders.isolation.launch import _SHIM, RunnerJob
+from graders.isolation.sandbox import BwrapLauncher, DirectLauncher, Limits, SandboxUnavailable
+from graders.shared.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class JobUidLauncher(DirectLauncher):
 
 @dataclass
 class Confinement:
-    launcher: object  # a graders.launch.Launcher
+    launcher: object  # a graders.isolation.launch.Launcher
     description: str  # said in the results, so staff and students see how the code ran
 
 
@@ -80,7 +80,7 @@ def _probe_job_uid(uids: JobUids) -> None:
     try:
         probe = [sys.executable, "-I", "-c",
                  f"import os, sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
-                 f"import numpy, graders.protocol; assert os.getuid() == {uid}"]
+                 f"import numpy, graders.shared.protocol; assert os.getuid() == {uid}"]
         limits = f"RLIMIT_NPROC={Limits().max_pids}"
         proc = subprocess.run([sys.executable, "-I", "-c", _SHIM, "0", limits, str(uid), *probe],
                               capture_output=True, text=True, timeout=120, cwd="/")

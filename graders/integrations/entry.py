@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..registry import REPO_ROOT, get_exercise
-from .confinement import CannotConfine, choose
-from .grading import Graded, NoSubmission, find_submission, grade_file
+from graders.engine.registry import get_exercise
+from graders.integrations.confinement import CannotConfine, choose
+from graders.integrations.grading import Graded, NoSubmission, find_submission, grade_file
+from graders.shared.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..report import dump_table
+from graders.engine.report import dump_table
 
 # verdicts where a check's own message is the whole story; any other ended the run early
 _CHECK_VERDICTS = {"passed", "failed"}

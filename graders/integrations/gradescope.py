@@ -19,12 +19,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .. import params
-from ..registry import get_exercise
-from . import entry, formats
-from .bundle import (SECRET_NAME, VENV, copy_grader, install_script, protect_secret,
-                     read_secret, write_secret)
-from .entry import Outcome, grade_into_results
+from graders.engine import params
+from graders.engine.registry import get_exercise
+from graders.integrations import entry, formats
+from graders.integrations.bundle import (SECRET_NAME, VENV, copy_grader, install_script,
+                                         protect_secret, read_secret, write_secret)
+from graders.integrations.entry import Outcome, grade_into_results
 
 ROOT_ENV = "GRADESCOPE_ROOT"
 
@@ -98,7 +98,7 @@ class NoIdentity(Exception):
 
 
 def student_params(exercise: str, root: Path, metadata: dict[str, Any]) -> dict[str, Any] | None:
-    """The submitter's own values of the exercise's parameters (graders.params.derive, the
+    """The submitter's own values of the exercise's parameters (graders.engine.params.derive, the
     server's rule), keyed by the zip's secret; None for an exercise without parameters."""
     spec = get_exercise(exercise)
     if not spec.params:

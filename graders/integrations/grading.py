@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checker import Grader
-from ..registry import get_exercise
-from ..spec import ExerciseSpec
-from ..vocabulary import Device, Language
-from .confinement import Confinement
+from graders.engine.checker import Grader
+from graders.engine.registry import get_exercise
+from graders.engine.spec import ExerciseSpec
+from graders.integrations.confinement import Confinement
+from graders.shared.vocabulary import Device, Language
 
 EXPECTED_NAME = "solution.py"  # the one file a platform's student submits
 # The run's wall clock in a platform's container. The slowest file of the course's corpus
@@ -62,7 +62,7 @@ class Graded:
 def grade_file(exercise: str, submission: Path, confinement: Confinement,
                params: dict[str, Any] | None = None) -> Graded:
     """``params``: the student's own values of the exercise's parameters (the platform
-    derives them: graders.params.derive); a value outside the spec's choices is a fault of
+    derives them: graders.engine.params.derive); a value outside the spec's choices is a fault of
     the autograder's set-up (ParamError), never the student's."""
     spec = get_exercise(exercise)
     grader = Grader(spec, submission, Device.CPU, launcher=confinement.launcher,

@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_package(args: argparse.Namespace) -> int:
-    from ..registry import get_exercise
+    from graders.engine.registry import get_exercise
 
     try:
         get_exercise(args.exercise)
@@ -42,7 +42,7 @@ def run_package(args: argparse.Namespace) -> int:
             print("error: the --secret-file key needs 16 characters at least", file=sys.stderr)
             return 2
     if args.platform == "gradescope":
-        from .gradescope import build_zip
+        from graders.integrations.gradescope import build_zip
 
         print(build_zip(args.exercise, args.out, secret))
         return 0
@@ -52,7 +52,7 @@ def run_package(args: argparse.Namespace) -> int:
               "serverFilesCourse/softmax_autograder/build_image.sh builds and pushes it",
               file=sys.stderr)
         return 2
-    from .prairielearn import build_course_snippet
+    from graders.integrations.prairielearn import build_course_snippet
 
     print(build_course_snippet(args.exercise, args.out, args.image, secret))
     return 0

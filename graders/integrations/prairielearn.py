@@ -8,7 +8,7 @@ image, and reads /grade/results/results.json once the entry point has exited 0.
 
 An exercise with parameters gets a ``server.py``: PrairieLearn calls its ``generate`` for
 each new variant, and it derives the variant's values with the server's rule
-(graders.params.derive, the file itself copied beside it) from the variant's seed and a
+(graders.engine.params.derive, the file itself copied beside it) from the variant's seed and a
 course key kept in serverFilesCourse/softmax_params/, which is never copied to the grader.
 
     python -m graders.integrations.prairielearn EXERCISE     (what the entry point runs)
@@ -25,11 +25,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..registry import REPO_ROOT, get_exercise
-from . import entry, formats
-from .bundle import VENV, copy_grader, install_script, write_secret
-from .entry import Outcome, grade_into_results
-from .grading import PLATFORM_TIMEOUT_S
+from graders.engine.registry import get_exercise
+from graders.integrations import entry, formats
+from graders.integrations.bundle import VENV, copy_grader, install_script, write_secret
+from graders.integrations.entry import Outcome, grade_into_results
+from graders.integrations.grading import PLATFORM_TIMEOUT_S
+from graders.shared.paths import REPO_ROOT
 
 ROOT_ENV = "PRAIRIELEARN_GRADE_ROOT"
 GRADER_DIR = "softmax_autograder"  # under serverFilesCourse/, shared by every exercise's question
@@ -73,7 +74,7 @@ SERVER_PY = '''\
 """{exercise}: each variant's own values of the exercise's parameters.
 
 PrairieLearn calls generate() for every new variant. The values are derived with the
-course's rule (softmax_params/params.py, a copy of the graders' graders/params.py) from the
+course's rule (softmax_params/params.py, a copy of the graders' graders/engine/params.py) from the
 variant's seed and the key in serverFilesCourse/{params_dir}/secret, which the external
 grader never receives: a student cannot compute another variant's values.
 """
@@ -218,7 +219,7 @@ def build_course_snippet(exercise: str, out: Path, image: str, secret: str | Non
                                                              params_dir=PARAMS_DIR))
         keys = out / "serverFilesCourse" / PARAMS_DIR
         keys.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO_ROOT / "graders" / "params.py", keys / "params.py")
+        shutil.copyfile(REPO_ROOT / "graders" / "engine" / "params.py", keys / "params.py")
         if secret is not None or not (keys / "secret").exists():  # one key for every question
             write_secret(keys, secret, name="secret")
     grader.mkdir(parents=True, exist_ok=True)

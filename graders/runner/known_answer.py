@@ -8,7 +8,7 @@ masked loads with -inf, max, exp, sum and a store.
 
 Run as a program (``python -m graders.runner.known_answer ROWS COLS``, with
 ``TRITON_CACHE_DIR`` set), it compiles the kernel into that cache and exits: the grader's own seed
-cache (graders.seed_cache), which every runner of a slot copies before warming.
+cache (graders.isolation.seed_cache), which every runner of a slot copies before warming.
 """
 
 from __future__ import annotations

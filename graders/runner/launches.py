@@ -25,7 +25,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from . import blocks, guard
+from graders.runner import blocks, guard
 
 # What ``InterpretedKernel`` reports where a compiled kernel reports its resources: an
 # occupancy computed from them (the tutorial's) comes out finite and positive. The
@@ -186,7 +186,7 @@ def _interpreter() -> None:
 
     from triton.runtime import driver
 
-    from .interpreter_driver import InterpreterDriver
+    from graders.runner.interpreter_driver import InterpreterDriver
 
     driver.set_active(InterpreterDriver())
 

@@ -1,6 +1,6 @@
 """The runner's loop: hello, known answer, load the submission, then calls.
 
-Protocol (``graders.protocol`` frames on two pipes the checker owns):
+Protocol (``graders.shared.protocol`` frames on two pipes the checker owns):
   hello          -> device, device name, versions
   warm           -> compile the known-answer kernel for the shape named and import
                     torch's lazy parts, touching no GPU (made while another is timed)
@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import protocol
-from ..arrays import HostArray
-from ..protocol import SEED_CACHE_ENV
+from graders.shared import protocol
+from graders.shared.arrays import HostArray
+from graders.shared.protocol import SEED_CACHE_ENV
 
 SUBMISSION_MODULE = "submission"
 
@@ -81,7 +81,7 @@ class Runner:
             raise RuntimeError("--device cuda, but torch sees no CUDA device")
         import triton
 
-        from . import blocks, guard, launches, progress
+        from graders.runner import blocks, guard, launches, progress
 
         launches.install(self.device)
         guard.install_off_device_refusals()
@@ -90,7 +90,7 @@ class Runner:
             progress.install_compile_hooks()
         self.blocks = blocks
         self.torch, self.triton, self.guard = torch, triton, guard
-        from .timing import clock
+        from graders.runner.timing import clock
 
         self.clock = clock(torch)  # the timer's parts, before any submission code runs
 
@@ -137,7 +137,7 @@ class Runner:
         kernel's compile, and torch's lazy machinery that the first call under the guard's
         dispatch mode imports (over a second). The slot runs this beside a timed grading;
         only ``known_answer``'s launch waits for the GPU to be free."""
-        from .known_answer import compile_from_seed
+        from graders.runner.known_answer import compile_from_seed
 
         reply: dict[str, Any] = {"ok": True}
         if self.device == "cuda":
@@ -152,7 +152,7 @@ class Runner:
         return reply
 
     def known_answer(self, arrays: list[HostArray]) -> tuple[dict, list[HostArray]]:
-        from .known_answer import row_logsumexp
+        from graders.runner.known_answer import row_logsumexp
 
         out = row_logsumexp(self.to_tensor(arrays[0]))
         # the guard's first call on this device, here rather than in a check
@@ -195,7 +195,7 @@ class Runner:
 
     def load_hip(self, entry_points: list[str], hip: dict) -> dict[str, Any]:
         """Compile the HIP file: on a GPU into callable entry points, else only to PTX."""
-        from ..hip import source as hip_source
+        from graders.hip import source as hip_source
 
         try:
             with open(self.submission, encoding="utf-8") as fh:
@@ -204,7 +204,7 @@ class Runner:
             return _error("compile_error", f"cannot read your file: {exc}", None)
         filename = os.path.basename(self.submission)
         if self.device != "cuda":
-            from ..hip.nvrtc import compile_source
+            from graders.hip.nvrtc import compile_source
 
             result = compile_source(text, filename)
             first = hip_source.first_error(result.diagnostics)
@@ -215,7 +215,7 @@ class Runner:
             warnings = [{"line": d.line, "message": d.message} for d in result.diagnostics
                         if d.severity == "warning"]
             return {"ok": True, "attributes": {}, "compiled_only": True, "warnings": warnings}
-        from ..hip.launch import HipCompileError, load_kernels
+        from graders.hip.launch import HipCompileError, load_kernels
 
         try:
             kernels = {k: v for k, v in hip.get("kernels", {}).items() if k in entry_points}
@@ -300,7 +300,7 @@ class Runner:
         return True
 
     def perf(self, header: dict) -> tuple[dict, list[HostArray]]:
-        from . import timing
+        from graders.runner import timing
 
         if self.device != "cuda":
             return _error("grader_error", "timing needs a GPU", None), []
@@ -316,14 +316,14 @@ class Runner:
         return reply, []
 
     def perf_warmup(self, header: dict) -> dict:
-        from . import timing
+        from graders.runner import timing
 
         if self.device != "cuda" or self.module is None:
             return {"ok": True, "warmed": False}
         return timing.warm_up(self, header, _decode)
 
     def perf_rows(self, header: dict) -> tuple[dict, list[HostArray]]:
-        from . import timing
+        from graders.runner import timing
 
         if self.timed is None:
             return _error("grader_error", "no timed run to read rows from", None), []
@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     read_fd, write_fd = (int(x) for x in args.fds.split(","))
     inbox, outbox = protocol.open_pair(read_fd, write_fd)
-    from . import progress
+    from graders.runner import progress
 
     progress.attach(outbox)
     runner = Runner(args.device)
@@ -454,14 +454,6 @@ def _quick_exit() -> None:
             pass
     os._exit(0)
 
-
-# Used by graders.launch: ``python -I -c BOOT ROOT args...`` keeps the working
-# directory and PYTHON* variables off sys.path, so a torch.py or triton.py
-# next to the submission can't shadow the real packages.
-BOOT = (
-    "import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; "
-    "from graders.runner.main import main; sys.exit(main())"
-)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, BinaryIO
 
-from .. import protocol
+from graders.shared import protocol
 
 _outbox: BinaryIO | None = None
 _compile_started: dict[Any, float] = {}

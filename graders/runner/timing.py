@@ -1,7 +1,7 @@
 """Timed calls, in the runner: the submission beside a copy of the same bytes.
 
 Method (docs/benchmarks.md says it in prose):
-* every timed call reads inputs made fresh for it (``graders.perfinputs``, seeded per
+* every timed call reads inputs made fresh for it (``graders.shared.perfinputs``, seeded per
   call), in a pool of buffers that together exceed the L2 cache twice over;
 * before each timed region the L2 is flushed by writing a buffer of at least
   ``FLUSH_MIN_BYTES`` (and 4× the L2), then the GPU spins for about 1 ms
@@ -28,9 +28,9 @@ import math
 import time
 from typing import Any
 
-from .. import perfinputs
-from ..perfinputs import InputRecipe
-from ..stats import interquartile_spread  # shared with the checker, which reports it
+from graders.shared import perfinputs
+from graders.shared.perfinputs import InputRecipe
+from graders.shared.stats import interquartile_spread  # shared with the checker, which reports it
 
 FLUSH_MIN_BYTES = 256 << 20
 # The GPU spins this long (about 1 ms) before each timed region, so that the host has

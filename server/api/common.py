@@ -7,11 +7,10 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from graders.vocabulary import Verdict
+from graders.shared.vocabulary import Verdict
 
 from ..graders_client import ExerciseInfo
 from ..models import Role, Submission, User, as_utc
-
 
 # Verdicts that give no score: a HIP file graded without a GPU is only compiled, nothing
 # ran. Its stored 0 is no grade: it never counts on the board or in the CSV, and is shown

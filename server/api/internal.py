@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, Field
 
-from graders.vocabulary import Verdict
+from graders.shared.vocabulary import Verdict
 
 from ..graders_client import GradeOutcome
 from ..jobs import store
@@ -32,7 +32,7 @@ class WorkerNote(BaseModel):
 
 
 class TaskResult(WorkerNote):
-    result: dict[str, Any] | None = None  # the grader's JSON (graders/results.py)
+    result: dict[str, Any] | None = None  # the grader's JSON (graders/engine/results.py)
     fault: str = Field("", max_length=4000)  # why there is none: a grader fault, retried
     slot_healthy: bool = True
     slot_problem: str = Field("", max_length=4000)

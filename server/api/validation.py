@@ -18,7 +18,7 @@ MAX_JSON_DEPTH = 32  # no body of ours nests deeper than 4
 
 DbId = Annotated[int, Path(ge=1, le=MAX_ID, description="an id (1 to 2**63 - 1)")]
 
-# the graders' verdicts (graders/vocabulary.py), as their JSON contract spells them
+# the graders' verdicts (graders/shared/vocabulary.py), as their JSON contract spells them
 Verdict = Literal["passed", "failed", "rejected", "compile_error", "compiled", "runtime_error",
                   "timeout", "memory_limit", "output_limit", "grader_error"]
 StatusName = Literal["queued", "running", "graded", "error"]

@@ -1,0 +1,155 @@
+"""What the pieces of one grading share: its settings (``Grading``), the state its lanes
+change under one lock (``RunState``), a lane (one runner with the submission loaded), and
+the signals the pieces pass each other (``LaneLost``, ``LaneStopped``, ``CompiledOnly``).
+
+The pieces: ``plan`` (which checks, parts and lanes), ``lanes`` (the runners and their
+threads), ``calls`` (one check over one lane), ``timing`` (the graded shapes timed),
+``outcome`` (parts into checks, checks into a verdict and a score); ``checker`` puts them
+in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import zlib
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from graders.engine.results import CheckResult
+from graders.engine.spec import CheckSpec, ExerciseSpec
+from graders.isolation import (CloseReport, Launcher, ReadyRunner, RunnerPool, RunnerProcess,
+                               RunStopped, Session)
+from graders.shared.vocabulary import Device, Language
+
+
+class RunState:
+    """What the lanes of one grading share, each change under ``lock``: the first stop,
+    the runners lost by cause, the raise each failed check would have ended the run with,
+    the runners open, and what the closed ones left (close reports, output)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stop: RunStopped | None = None
+        self.compiled_only: CompiledOnly | None = None
+        self.lost = {"overrun": 0, "crash": 0}  # runners lost to a call, by cause
+        # checks that failed because a call raised or crashed: how the run would have ended
+        # before, kept in case every check did (then the verdict is that, not `failed`)
+        self.raised: dict[str, RunStopped] = {}
+        self.open: list[RunnerProcess] = []
+        self.outputs: list[str] = []
+        self.dropped = 0
+        self.reports: list[CloseReport] = []
+        self.compile_s: dict[str, float] = {}  # per check, as the runners report it
+
+    @property
+    def stopped(self) -> bool:
+        with self.lock:
+            return self.stop is not None
+
+    def stop_all(self, stop: RunStopped) -> None:
+        """The first stop wins; every other runner is killed at once."""
+        with self.lock:
+            if self.stop is None:
+                self.stop = stop
+            victims = list(self.open)
+        for process in victims:
+            process.kill()
+
+    def opened(self, process: RunnerProcess) -> bool:
+        """Counts a runner in; False if the run has stopped meanwhile."""
+        with self.lock:
+            self.open.append(process)
+            return self.stop is None
+
+    def close(self, process: RunnerProcess) -> None:
+        with self.lock:
+            if process not in self.open:
+                return
+            self.open.remove(process)
+        report = process.close()
+        with self.lock:
+            self.reports.append(report)
+            if process.output is not None:
+                self.outputs.append(process.output.text())
+                self.dropped += process.output.dropped
+
+    def close_all(self) -> CloseReport:
+        """Every runner still open closed; what all of them left, summed."""
+        for process in list(self.open):
+            self.close(process)
+        return CloseReport(sum(r.leftover_processes for r in self.reports),
+                           all(r.all_killed for r in self.reports))
+
+    def note_raised(self, check: str, stop: RunStopped) -> None:
+        with self.lock:
+            self.raised.setdefault(check, stop)
+
+    def add_compile_s(self, check: str, seconds: float) -> None:
+        with self.lock:
+            self.compile_s[check] = round(self.compile_s.get(check, 0.0) + seconds, 3)
+
+    def output_text(self) -> str:
+        return "\n".join(dict.fromkeys(o for o in self.outputs if o))
+
+
+@dataclasses.dataclass
+class Grading:
+    """One grading's settings, fixed before its first runner, and its shared state."""
+
+    exercise: ExerciseSpec
+    params: dict[str, Any]  # the student's parameters, resolved against the spec
+    submission: Path
+    language: Language
+    device: Device  # resolved: cuda or cpu
+    checks: list[CheckSpec]  # those this language is graded on, scaled to 100 points
+    launcher: Launcher
+    pool: RunnerPool
+    lanes: int
+    timeout_s: float  # the run's wall clock, the last backstop
+    budget_s: float  # one call's
+    seed: int
+    time_it: bool  # False: correctness only (selftest, many jobs on one GPU)
+    on_check: Callable[[CheckResult], None] | None = None
+    deadline: float = 0.0  # monotonic; set when the run starts
+    state: RunState = dataclasses.field(default_factory=RunState)
+
+    def rng(self, purpose: str) -> np.random.Generator:
+        return np.random.default_rng([self.seed, zlib.crc32(purpose.encode())])
+
+
+@dataclasses.dataclass
+class Lane:
+    """One runner of a grading, with the submission loaded."""
+
+    ready: ReadyRunner
+    session: Session
+    attributes: dict[str, Any]
+    warmed: bool = False  # the timed shapes' kernels are compiled in this runner
+
+    @property
+    def process(self) -> RunnerProcess:
+        return self.ready.process
+
+
+class LaneLost(Exception):
+    """A check's call cost its runner (``cause``: "overrun", past its budget; "crash", the
+    runner died or its device broke): the check has failed, the runner is thrown away."""
+
+    def __init__(self, result: CheckResult, cause: str):
+        super().__init__(result.message)
+        self.result, self.cause = result, cause
+
+
+class LaneStopped(Exception):
+    """Another lane stopped the run; this one leaves quietly."""
+
+
+class CompiledOnly(Exception):
+    """HIP without a GPU: the file compiled, and nothing can run."""
+
+    def __init__(self, warnings: list[Any]):
+        super().__init__("compiled only")
+        self.warnings = warnings

@@ -1,0 +1,161 @@
+"""The lanes of a grading: runners with the submission loaded, each on a thread, taking
+the plan's parts until none is left or the run stops.
+
+A lane beyond the first joins only on a runner that is ready (starting one cold would
+take longer than the checks). A call past its budget, or one that kills its runner, fails
+its check; a fresh runner takes the rest, and the second loss of a kind ends the run.
+Between parts a lane holds the GPU gate shared, so that another slot's timing waits at
+most one part.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import ModuleType
+
+from graders.engine.calls import CheckDriver
+from graders.engine.context import CompiledOnly, Grading, Lane, LaneLost, LaneStopped
+from graders.engine.loading import open_lane
+from graders.engine.outcome import PartResults
+from graders.engine.plan import Part, plan_parts
+from graders.engine.results import CheckResult, GradeResult
+from graders.engine.spec import PerformanceSpec
+from graders.engine.timing import warm_up
+from graders.isolation import RunStopped, fork_bomb_message
+from graders.shared.vocabulary import Verdict
+
+MAX_OVERRUNS = 2  # a second call past its budget ends the run as `timeout`
+MAX_CRASHES = 2  # a second call that kills its runner ends the run as `runtime_error`
+# A lane beyond the first joins when a runner becomes ready, while this many checks (or
+# parts of one) still wait: a runner taken costs a replacement, worth it for two at least.
+JOIN_MIN_PARTS = 2
+JOIN_POLL_S = 0.5
+
+
+def count_lost(g: Grading, cause: str, outcome: CheckResult) -> None:
+    """A runner lost to one call (it overran its budget, or died): the check failed and
+    a fresh runner takes the rest; the second loss of a kind ends the run."""
+    with g.state.lock:
+        g.state.lost[cause] += 1
+        lost = g.state.lost[cause]
+    if cause == "overrun" and lost >= MAX_OVERRUNS:
+        g.state.stop_all(RunStopped(
+            Verdict.TIMEOUT, f"{lost} calls ran past their {g.budget_s:g} s budget "
+            f"(the last: {outcome.message}); the run was stopped, and the checks already "
+            "passed keep their points"))
+    elif cause == "crash" and lost >= MAX_CRASHES:
+        g.state.stop_all(RunStopped(
+            Verdict.RUNTIME_ERROR, f"{lost} calls crashed their runner (the last: "
+            f"{outcome.message}); the run was stopped, and the checks already passed keep "
+            "their points"))
+
+
+class LaneSet:
+    """The lanes of one grading over the plan's parts; what they leave: the checks'
+    results on the result, and the lanes still open (one of them may time)."""
+
+    def __init__(self, g: Grading, module: ModuleType, result: GradeResult,
+                 timed: PerformanceSpec | None):
+        self.g, self.result, self.timed = g, result, timed
+        self.count = max(1, min(g.lanes, len(g.checks)))
+        self.todo = plan_parts(g.checks, g.device, self.count)
+        self.todo.reverse()  # popped from the end: checks start in the spec's order
+        self.parts = PartResults(self.todo, result, g.state.lock)
+        self.driver = CheckDriver(g, module)
+        self.kept: list[Lane] = []
+        # one lane compiles the timed shapes while the others check
+        self._warm_first = timed is not None and self.count > 1
+
+    def run(self) -> list[Lane]:
+        started = time.monotonic()
+        threads = [threading.Thread(target=self._work, args=(i,), name=f"lane-{i}", daemon=True)
+                   for i in range(self.count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.result.phases["checks_s"] = round(time.monotonic() - started, 3)
+        if self.g.state.compile_s:
+            self.result.phases["compile_reported"] = dict(self.g.state.compile_s)
+        self.result.checks = self.parts.checks()
+        return self.kept
+
+    def _next_part(self) -> Part | None:
+        with self.g.state.lock:
+            if self.g.state.stop is not None or not self.todo:
+                return None
+            return self.todo.pop()
+
+    def _work(self, number: int) -> None:
+        """One lane's thread: its runner, then parts until none is left. A stop ends every
+        lane: the first stop is kept, later ones (runners killed by it) are quiet."""
+        lane: Lane | None = None
+        try:
+            if number:
+                lane = self._join()
+                if lane is None:
+                    return
+            lane = self._warm_if_first(lane)
+            while (part := self._next_part()) is not None:
+                if lane is None:
+                    lane = open_lane(self.g, self.result)
+                lane = self._run_part(lane, part)
+        except LaneStopped:
+            pass
+        except (RunStopped, CompiledOnly) as stop:
+            if not self.g.state.stopped:  # else: killed because another lane stopped
+                if isinstance(stop, CompiledOnly):
+                    with self.g.state.lock:
+                        self.g.state.compiled_only = stop
+                    stop = RunStopped(Verdict.COMPILED, "compiled only")
+                self.g.state.stop_all(stop)
+        except BaseException as exc:  # noqa: BLE001 - a bug of ours: stop, don't hang
+            self.g.state.stop_all(RunStopped(Verdict.GRADER_ERROR, f"the grader failed: {exc!r}"))
+        finally:
+            if lane is not None:
+                with self.g.state.lock:
+                    self.kept.append(lane)
+
+    def _join(self) -> Lane | None:
+        """Lanes beyond the first run only on runners that are ready, or become ready
+        while enough parts still wait."""
+        while True:
+            with self.g.state.lock:
+                if self.g.state.stop is not None or len(self.todo) < JOIN_MIN_PARTS:
+                    return None
+            lane = open_lane(self.g, self.result, extra=True, wait_s=JOIN_POLL_S)
+            if lane is not None:
+                return lane
+
+    def _warm_if_first(self, lane: Lane | None) -> Lane | None:
+        with self.g.state.lock:
+            warm, self._warm_first = self._warm_first, False
+        if not warm:
+            return lane
+        lane = lane or open_lane(self.g, self.result)
+        return warm_up(self.g, lane, self.timed, self.result)
+
+    def _run_part(self, lane: Lane, part: Part) -> Lane | None:
+        """One part on this lane; the lane, or None if the part cost its runner."""
+        began = time.monotonic()
+        try:
+            # shared per part: a timing on this GPU (another slot's) waits at most one
+            # part for the GPU, and this part waits for that timing
+            with self.g.pool.gpu_gate.shared():
+                outcome = self.driver.run(lane, part)
+        except LaneLost as lost:
+            outcome = lost.result
+            # a fork bomb's call may answer (EAGAIN) before its processes are counted:
+            # count them now, and end the run rather than start another
+            bomb = lane.process.over_process_cap()
+            self.g.state.close(lane.process)
+            lane = None
+            if bomb:
+                raise RunStopped(Verdict.RUNTIME_ERROR,
+                                 fork_bomb_message(bomb, f"in check {part.check.name}"))
+            count_lost(self.g, lost.cause, outcome)
+        complete = self.parts.finish(part, outcome, time.monotonic() - began)
+        if complete is not None and self.g.on_check:
+            self.g.on_check(complete)
+        return lane

@@ -1,0 +1,219 @@
+"""The trusted side of timing: ask for timed calls, then judge the figures and the rows.
+
+The runner times (graders/runner/timing.py); nothing it says is taken on trust:
+* the raw per-call times come back, and the median, spread and GB/s are computed here;
+* the checker picks, after the timing and from its own secret generator, one row of
+  every timed call and a row of every input still in the pool, recomputes those rows
+  of the inputs from the shared seed recipe, and judges them against its float64
+  reference: a timed call that computed something else (a replay, a shortcut taken
+  only when timed, a mutated input) is ``rejected`` and flagged;
+* a GB/s above 1.05× the copy of the same bytes, measured beside it, is impossible:
+  timed once more, and if it holds, ``rejected`` and flagged for an instructor.
+Performance points = points × geometric mean over the graded shapes of min(fraction, 1).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from graders.engine.judge import compare_rows
+from graders.engine.spec import PerformanceSpec, PerfShape, Tolerance
+from graders.shared import gpuinfo, perfinputs
+from graders.shared.stats import interquartile_spread
+
+BELIEVABLE_FRACTION = 1.05
+# repetitions: at least 10, at most 100, stopping at the first one after which the
+# interquartile spread of the submission's times is under 2 %
+TIMING = {"min_reps": 10, "max_reps": 100, "target_spread": 0.02, "budget_s": 4.0}
+# a timed shape's budget is a call's plus this: the repetitions themselves, and the copy
+TIMING_BUDGET_S = 10.0
+METHOD = ("CUDA-event times of 10-100 calls (until their interquartile spread is under 2 %); L2 flushed and a 1 ms GPU head start before "
+          "each; inputs made fresh for every call from a pool larger than L2; a "
+          "device-to-device copy of the same bytes timed beside every call; fraction = median "
+          "of the per-call (copy time ÷ call time); bytes = the least the algorithm must move")
+
+
+class PerformanceRejected(Exception):
+    """The timed run cannot be believed; ends the grading as ``rejected`` and flags it."""
+
+    def __init__(self, message: str, line: int | None = None, flag: bool = True):
+        super().__init__(message)
+        self.message, self.line, self.flag = message, line, flag
+
+
+@dataclass
+class ShapeFigures:
+    label: str
+    fn: str
+    rows: int
+    cols: int
+    dtype: str
+    bytes: int
+    ms: float
+    gbs: float
+    copy_gbs: float
+    fraction: float
+    spread: float
+    copy_spread: float
+    reps: int
+    retimed_from: float | None = None  # the first run's fraction, when it read above the copy
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()
+                if v is not None}
+
+
+def _numbers(values: Any, n: int | None = None) -> list[float]:
+    if not isinstance(values, list) or not values or (n is not None and len(values) != n):
+        raise PerformanceRejected("the timed run's report does not add up")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise PerformanceRejected(f"the timed run reported an impossible time ({v!r})")
+        out.append(float(v))
+    return out
+
+
+def _decode_value(value: Any, names: dict[str, int]) -> Any:
+    if isinstance(value, str) and value.startswith("@"):
+        return {"a": names[value[1:]]}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"f": repr(value)}
+    return value
+
+
+def timing_request(shape: PerfShape, seed: int) -> dict[str, Any]:
+    """What the runner needs to time one shape (the ``perf`` op, less its name)."""
+    names = {r.name: i for i, r in enumerate(shape.inputs)}
+    return {"fn": shape.fn, "seed": seed, "inputs": [r.to_json() for r in shape.inputs],
+            "args": [_decode_value(v, names) for v in shape.args],
+            "kwargs": {k: _decode_value(v, names) for k, v in shape.kwargs.items()},
+            "bytes": shape.bytes_moved, **TIMING}
+
+
+def figures(shape: PerfShape, ms: list[float], copy_ms: list[float], copy_bytes: int
+            ) -> ShapeFigures:
+    """A shape's figures from the raw per-call times of it and of the copy beside it."""
+    median, copy_median = statistics.median(ms), statistics.median(copy_ms)
+    # each repetition times the copy and the call back to back: the median of the
+    # per-pair ratios cancels slow drifts (clocks, temperature) that a ratio of two
+    # medians would keep
+    fraction = statistics.median(c / t for c, t in zip(copy_ms, ms))
+    return ShapeFigures(shape.label, shape.fn, shape.rows, shape.cols, shape.dtype,
+                        shape.bytes_moved, median, shape.bytes_moved / median / 1e6,
+                        copy_bytes / copy_median / 1e6, fraction, interquartile_spread(ms),
+                        interquartile_spread(copy_ms), len(ms))
+
+
+class PerformanceRun:
+    """Times the graded shapes of ``spec`` through one runner session."""
+
+    def __init__(self, spec: PerformanceSpec, tolerances: dict[str, Tolerance],
+                 checks_module: ModuleType, session, rng: np.random.Generator,
+                 gpu_index: int | None, budget_s: float | None = None):
+        self.spec, self.tolerances, self.checks = spec, tolerances, checks_module
+        self.session, self.rng, self.gpu_index = session, rng, gpu_index
+        self.budget_s = budget_s  # per timed shape, its compiles included
+
+    def run(self) -> dict[str, Any]:
+        spec = self.spec
+        timed = [self.shape(shape) for shape in spec.shapes]
+        capped = [min(f.fraction, 1.0) for f in timed]
+        geomean = math.exp(sum(math.log(max(c, 1e-9)) for c in capped) / len(capped))
+        gbs_mean = math.exp(sum(math.log(f.gbs) for f in timed) / len(timed))
+        return {
+            "fraction_of_copy": round(geomean, 4),
+            "gbs": round(gbs_mean, 1),
+            "points": round(spec.points * geomean, 2),
+            "max_points": spec.points,
+            "shapes": [f.to_json() for f in timed],
+            "clocks": gpuinfo.clocks(self.gpu_index),
+            "method": METHOD,
+        }
+
+    def shape(self, shape: PerfShape) -> ShapeFigures:
+        """A shape's figures. One run above the copy is timed again before it is refused:
+        a kernel at the copy's own speed (the references reach 1.03 on the H200) can read
+        above 1.05 once, when something else on the host (a runner being made touching
+        the driver) slows the copies of that run; a kernel that is not doing the work
+        stays above on the second run too."""
+        result = self._time_once(shape)
+        if result.fraction > BELIEVABLE_FRACTION:
+            first = result.fraction
+            result = self._time_once(shape)
+            result.retimed_from = round(first, 4)
+        if result.fraction > BELIEVABLE_FRACTION:
+            raise PerformanceRejected(
+                f"{shape.fn} at {shape.label} reported {result.gbs:.0f} GB/s, "
+                f"{result.fraction:.2f}× the {result.copy_gbs:.0f} GB/s of a plain copy of the "
+                "same bytes measured beside it (and timed again, "
+                f"{result.retimed_from:.2f}× the first time): faster than moving the bytes is "
+                "impossible, so the timing is not believed")
+        return result
+
+    def _time_once(self, shape: PerfShape) -> ShapeFigures:
+        seed = int(self.rng.integers(0, 2**31))
+        header = {"op": "perf", **timing_request(shape, seed)}
+        during = f"while timing {shape.fn} at {shape.label}"
+        reply = self.session.request(header, during=during, budget_s=self.budget_s).header
+        if reply.get("violations"):
+            raise PerformanceRejected(
+                f"torch computed part of the result ({reply['violations'][0]}) {during}: "
+                "timed calls run under the same rules as the checks",
+                reply.get("violation_line"), flag=False)
+        if reply.get("foreign_streams"):
+            raise PerformanceRejected(f"a kernel was launched on a side stream {during}: launch on "
+                                      "the current stream, where the timer runs")
+        reps = reply.get("reps")
+        if not isinstance(reps, int) or reps < 5:
+            raise PerformanceRejected(f"the timed run returned {reps!r} repetitions {during}")
+        ms = _numbers(reply.get("ms"), reps)
+        copy_ms = _numbers(reply.get("copy_ms"), reps)
+        launches = reply.get("launches")
+        if not isinstance(launches, list) or len(launches) < reps or min(launches) < 1:
+            raise PerformanceRejected(f"a timed call returned without launching a Triton "
+                                      f"kernel {during}", flag=False)
+        self._check_rows(shape, seed, reps, int(reply.get("pool", 0)), during)
+
+        copy_bytes = reply.get("copy_bytes")
+        if not isinstance(copy_bytes, int) or abs(copy_bytes - shape.bytes_moved) > 2:
+            raise PerformanceRejected(f"the copy beside the timed calls moved the wrong bytes {during}")
+        return figures(shape, ms, copy_ms, copy_bytes)
+
+    def _check_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str) -> None:
+        """One secret row of every timed call's output, and of each input left in the pool."""
+        out_picks = [(i, int(self.rng.integers(0, shape.rows))) for i in range(reps)]
+        pool = max(1, min(pool, reps))
+        in_picks = [(c, j, int(self.rng.integers(0, shape.rows)))
+                    for c in range(reps - pool, reps) for j in range(len(shape.inputs))]
+        reply = self.session.request({"op": "perf_rows", "outputs": [list(p) for p in out_picks],
+                                      "inputs": [list(p) for p in in_picks]}, during=during,
+                                     budget_s=self.budget_s)
+        if len(reply.arrays) != len(out_picks) + len(in_picks):
+            raise PerformanceRejected(f"the timed run's rows do not add up {during}")
+        got_out, got_in = reply.arrays[:len(out_picks)], reply.arrays[len(out_picks):]
+        for (c, j, row), got in zip(in_picks, got_in):
+            recipe = shape.inputs[j]
+            want = perfinputs.host_rows(recipe, perfinputs.call_seed(seed, c, j), np.array([row]))
+            if got.dtype != recipe.dtype or not np.array_equal(got.data.reshape(-1), want.data[0]):
+                raise PerformanceRejected(f"timed call {c} changed its input `{recipe.name}` "
+                                          f"(row {row}) {during}: inputs must not be modified")
+        tol = self.tolerances[shape.dtype]
+        for (c, row), got in zip(out_picks, got_out):
+            inputs = {r.name: perfinputs.host_rows(r, perfinputs.call_seed(seed, c, j),
+                                                   np.array([row])).to_f64()
+                      for j, r in enumerate(shape.inputs)}
+            expected = self.checks.performance_reference(shape, inputs, np.array([row]))
+            failure = compare_rows(type(got)(got.data.reshape(1, -1), got.dtype), expected, tol,
+                                   dtype=shape.dtype)
+            if failure is not None:
+                raise PerformanceRejected(
+                    f"the output of timed call {c + 1} is wrong {during} (row {row}: "
+                    f"{failure.text}), though the checks passed: timed calls must compute the "
+                    "same result as the checked ones")

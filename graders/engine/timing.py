@@ -1,0 +1,79 @@
+"""The graded shapes timed: on a GPU only, after every check passed, on one runner alone.
+
+While the other lanes check, one lane compiles the timed shapes' kernels (``warm_up``).
+When the checks are done, that lane times (``time_submission``) holding the GPU gate
+exclusive: other slots' checks and warm runners being made keep off the GPU meanwhile.
+What the runner measures is checked and scored by ``graders.engine.performance``.
+"""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+
+from graders.engine.context import Grading, Lane
+from graders.engine.loading import open_lane
+from graders.engine.performance import (TIMING_BUDGET_S, PerformanceRejected, PerformanceRun,
+                                        timing_request)
+from graders.engine.results import GradeResult
+from graders.engine.spec import PerformanceSpec
+from graders.isolation import CallOverrun, RunStopped, Session, overrun_message
+from graders.shared.vocabulary import Verdict
+
+
+def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult) -> Lane | None:
+    """Compile the timed shapes' kernels in this lane while the others check. A runner
+    that overruns here is replaced (None); the overrun counts only when timing repeats it."""
+    started = time.monotonic()
+    rng = g.rng("warmup")
+    for shape in spec.shapes:
+        request = {"op": "perf_warmup", **timing_request(shape, int(rng.integers(0, 2**31)))}
+        try:
+            with g.pool.gpu_gate.shared():  # it runs the kernel once: GPU work
+                lane.session.request(request, during=f"while compiling for {shape.label}",
+                                     budget_s=g.budget_s)
+        except CallOverrun:
+            g.state.close(lane.process)
+            return None
+    lane.warmed = True
+    with g.state.lock:
+        result.phases["timing_warmup_s"] = round(time.monotonic() - started, 3)
+    return lane
+
+
+def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module: ModuleType,
+                    result: GradeResult) -> None:
+    """Times ``spec``'s shapes on the lane that compiled them (or a fresh one); the other
+    lanes close first, to leave the GPU to it."""
+    kept.sort(key=lambda k: not k.warmed)
+    lane = kept[0] if kept else None
+    for other in kept[1:]:
+        g.state.close(other.process)
+    if lane is None or lane.process.proc.poll() is not None:
+        lane = open_lane(g, result)
+    started = time.monotonic()
+    try:
+        # only now, the lanes' threads joined: none of this grading holds the gate shared
+        # (a thread asking exclusive while one of its own held it would wait for ever).
+        # Warm runners being made, and other slots' checks on this GPU, keep off it.
+        with g.pool.gpu_gate.exclusive():
+            result.phases["timing_gate_wait_s"] = round(time.monotonic() - started, 3)
+            _time(g, lane.session, spec, module, result)
+    finally:
+        result.phases["timing_s"] = round(time.monotonic() - started, 3)
+
+
+def _time(g: Grading, session: Session, spec: PerformanceSpec, module: ModuleType,
+          result: GradeResult) -> None:
+    run = PerformanceRun(spec, g.exercise.tolerances, module, session, g.rng("performance"),
+                         getattr(g.launcher, "gpu_index", None),
+                         budget_s=g.budget_s + TIMING_BUDGET_S)
+    try:
+        result.performance = run.run()
+    except PerformanceRejected as bad:
+        result.flag = bad.message if bad.flag else None
+        raise RunStopped(Verdict.REJECTED, bad.message, bad.line) from None
+    except CallOverrun as over:
+        result.performance = {
+            "skipped": overrun_message(over, over.during.removeprefix("while timing ")),
+            "points": 0.0, "max_points": spec.points}

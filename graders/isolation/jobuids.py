@@ -1,0 +1,135 @@
+"""A uid of its own for each runner, where no cgroup caps a job's processes.
+
+A job cgroup with ``pids.max`` is the first choice (graders/isolation/cgroups.py). A host that runs
+the grader as root without a delegated cgroup (a container; the H200 machine) has none,
+and there RLIMIT_NPROC does not hold either: the sandbox's uid 65534 is root outside its
+user namespace, and the kernel exempts root from the limit. A fork bomb then ran its
+full 300 s and starved the host (issue 12).
+
+So there each runner is started as an unprivileged uid of its own (isolate does the
+same, one uid per box): the launch shim drops to it before bubblewrap starts, bubblewrap
+then builds its sandbox as that user, and RLIMIT_NPROC counts that uid's processes alone.
+Killing by uid is as reliable as a cgroup: a helper that becomes the uid sends SIGKILL to
+every process it may signal (``kill(-1)``), which takes a fork bomb's children and any
+double-forked daemon with it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from graders.isolation.killing import kill_until_gone
+
+UID_BASE = int(os.environ.get("GRADERS_JOB_UID_BASE", "61000"))
+UID_COUNT = 1000
+
+
+class NoJobUid(Exception):
+    """No free uid in the range (every one has live processes or is in use)."""
+
+
+def process_statuses() -> Iterator[tuple[int, dict[str, str]]]:
+    """Each process's pid and the fields of its /proc/<pid>/status (``Uid``, ``State``,
+    ``Threads``…); a process that ends while it is read is skipped."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "status").read_text()
+        except OSError:
+            continue
+        yield int(entry.name), dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def processes_of(uid: int, zombies: bool = False) -> list[int]:
+    """The live pids whose real uid is ``uid``, from /proc (with ``zombies``: the dead
+    ones not yet reaped as well; they still count against the uid's RLIMIT_NPROC).
+
+    Zombies are left out: they run nothing and hold nothing but their pid until reaped.
+    A killed sandbox's inner bubblewrap is re-parented to the host's init, which may reap
+    it seconds later (the H200 machine's does); waiting for it held every runner's close,
+    and so every grading, by about 2 s."""
+    found = []
+    for pid, fields in process_statuses():
+        try:
+            if int(fields["Uid"].split()[0]) == uid and \
+                    (zombies or not fields["State"].strip().startswith("Z")):
+                found.append(pid)
+        except (ValueError, IndexError, KeyError):
+            continue
+    return found
+
+
+_KILL_ALL_AS = ("import os, signal, sys; u = int(sys.argv[1]); os.setgroups([]); "
+                "os.setresgid(u, u, u); os.setresuid(u, u, u); os.kill(-1, signal.SIGKILL)")
+
+
+def kill_uid(uid: int, wait_s: float = 5.0) -> bool:
+    """SIGKILL every process of ``uid`` until none is left; True when none is. False once
+    ``wait_s`` passes with none of them gone (graders.isolation.killing)."""
+    def kill_as_uid(_pids: list[int]) -> None:
+        # a helper process becomes the uid and signals all it may signal: kill(-1)
+        subprocess.run([sys.executable, "-I", "-c", _KILL_ALL_AS, str(uid)],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=30)
+
+    return kill_until_gone(lambda: processes_of(uid), kill_as_uid, wait_s)
+
+
+LOCK_DIR = Path(os.environ.get("GRADERS_JOB_UID_LOCKS", "/run/graders-job-uids"))
+
+
+class JobUids:
+    """Hands out uids from [base, base + count), one per runner.
+
+    A uid is held through a lock file (``flock``), so graders running side by side on one
+    host never share one, and a grader that dies lets go of its uids with its last breath.
+    A free uid that still has processes was left by such a grader: they are killed first.
+    """
+
+    def __init__(self, base: int = UID_BASE, count: int = UID_COUNT):
+        self.base, self.count = base, count
+        self._held: dict[int, int] = {}  # uid -> the open lock file
+        self._next = base
+        self._lock = threading.Lock()
+
+    def acquire(self) -> int:
+        LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with self._lock:
+            for _ in range(self.count):
+                uid = self._next
+                self._next = self.base + (self._next + 1 - self.base) % self.count
+                if uid in self._held:
+                    continue
+                fd = os.open(LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue  # another grader holds it
+                if processes_of(uid) and not kill_uid(uid, wait_s=1.0):
+                    os.close(fd)
+                    continue
+                self._held[uid] = fd
+                return uid
+        raise NoJobUid(f"no free job uid in {self.base}..{self.base + self.count - 1}")
+
+    def release(self, uid: int) -> bool:
+        """Kill what the uid left behind and give it back; False if something survived."""
+        clean = kill_uid(uid)
+        with self._lock:
+            fd = self._held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)  # the lock goes with it
+        return clean
+
+
+def needed() -> bool:
+    """Job uids are how a root grader without a job cgroup caps processes."""
+    return os.geteuid() == 0

@@ -1,0 +1,354 @@
+"""Runners made ready before their submission arrives.
+
+Starting a runner costs seconds: the sandbox, importing torch and Triton, creating the
+CUDA context, compiling the grader's own known-answer kernel. None of that depends on
+the submission, so a slot keeps a few runners ready (``RunnerPool(warm=N)``) and a
+grading takes them at once. Each runner still serves exactly one submission and is
+thrown away after it: a warm runner has run only trusted code.
+
+``prepare`` starts one runner and proves it: the runner says which device it got, and
+computes the row logsumexp of random input with the grader's own kernel, which the
+checker compares with its float64 answer. A runner that fails this is a grader fault.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import secrets
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graders.isolation.launch import Launcher, RunnerProcess, runner_env, start_runner
+from graders.isolation.seed_cache import make_seed_cache, remove_seed_cache
+from graders.isolation.session import RunStopped, Session
+from graders.shared.arrays import from_f64
+from graders.shared.vocabulary import Device, Verdict
+
+log = logging.getLogger(__name__)
+KNOWN_ANSWER_RTOL = 1e-5
+PREPARE_TIMEOUT_S = 120.0  # starting and proving a runner; far more than it takes
+CPU_SECONDS = 900  # RLIMIT_CPU of a runner (its threads add up); the wall clock rules
+
+
+def gpu_lock_dir() -> Path:
+    """Where the per-GPU gate files live (read at each call: the tests point it elsewhere)."""
+    return Path(os.environ.get("GRADERS_GPU_LOCK_DIR", "/run/graders-gpu-locks"))
+
+
+class GpuGate:
+    """Timing has the GPU to itself: warm runners being prepared, and the checks of other
+    gradings, touch the GPU only outside a timed phase. Many sharers may pass at once;
+    timing waits for those inside, and new ones wait for timing (writer preference, or a
+    steady stream of checks would keep a timing waiting for ever).
+
+    ``lock_path`` (a per-GPU file, see ``for_gpu``) makes the gate hold across processes:
+    the slot processes that share one GPU each have a gate on the same file. Shared takes
+    ``LOCK_SH`` on it, exclusive ``LOCK_EX``. flock alone would let a stream of shared
+    takers starve an exclusive one, so a second file is a turnstile: a shared taker passes
+    through it (takes it and lets go) before its ``LOCK_SH``; an exclusive taker holds it
+    while it waits for ``LOCK_EX``, which stops new shared takers of every process.
+
+    Within a process the in-process gate is passed first, so at most one thread of a
+    process stands at the files as the exclusive taker. Each taking opens its own file
+    descriptions: flock locks belong to them, not to the thread or the process. The fds
+    are close-on-exec (Python's default), so a runner started meanwhile inherits no lock.
+    A gate is not re-entrant: a thread that holds it shared must not ask again.
+    """
+
+    def __init__(self, lock_path: Path | None = None) -> None:
+        self._cond = threading.Condition()
+        self._sharing = 0
+        self._exclusive = False
+        self._waiting_exclusive = 0
+        self.lock_path = lock_path
+        self.turnstile_path = (lock_path.with_name(lock_path.name + ".turnstile")
+                               if lock_path is not None else None)
+
+    @classmethod
+    def for_gpu(cls, gpu_index: int | None, required: bool = False) -> "GpuGate":
+        """The gate of GPU ``gpu_index``, shared with every process on this host that
+        grades on it; in-process only where the lock directory cannot be made, unless
+        ``required`` (a slot that shares its GPU: without the files its checks would run
+        into another slot's timing), when the OSError is raised."""
+        if gpu_index is None:
+            return cls()
+        folder = gpu_lock_dir()
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path = folder / f"gpu{gpu_index}"
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # fails here, not mid-job
+        except OSError as exc:
+            if required:
+                raise
+            log.info("GPU %s gate is this process's only (%s): no other grader on the GPU "
+                     "is kept off its timing", gpu_index, exc)
+            return cls()
+        return cls(path)
+
+    @staticmethod
+    def _flock(path: Path, how: int) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, how)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextmanager
+    def shared(self):
+        with self._cond:
+            while self._exclusive or self._waiting_exclusive:
+                self._cond.wait()
+            self._sharing += 1
+        fd = None
+        try:
+            if self.lock_path is not None:
+                # through the turnstile: blocked while another process's timing waits
+                os.close(self._flock(self.turnstile_path, fcntl.LOCK_EX))
+                fd = self._flock(self.lock_path, fcntl.LOCK_SH)
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)  # the lock goes with it
+            with self._cond:
+                self._sharing -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting_exclusive += 1
+            while self._exclusive or self._sharing:
+                self._cond.wait()
+            self._waiting_exclusive -= 1
+            self._exclusive = True
+        fd = None
+        try:
+            if self.lock_path is not None:
+                turnstile = self._flock(self.turnstile_path, fcntl.LOCK_EX)
+                try:  # new sharers of every process wait at the turnstile meanwhile
+                    fd = self._flock(self.lock_path, fcntl.LOCK_EX)
+                finally:
+                    os.close(turnstile)
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+@dataclass
+class ReadyRunner:
+    process: RunnerProcess
+    hello: dict[str, Any]
+    prepare_s: float  # how long starting and proving it took
+    phases: dict[str, float] = field(default_factory=dict)
+    # what the runner said of the slot's seed cache (graders.isolation.seed_cache)
+    seed_cache: str = "none"
+
+
+KNOWN_SHAPE = (5, 300)  # the runner compiles its known-answer kernel for it ahead ("warm")
+
+
+def known_answer(session: Session, rng: np.random.Generator) -> None:
+    x = rng.standard_normal(KNOWN_SHAPE) * 4
+    x32 = from_f64(x, "float32")
+    reply = session.request({"op": "known_answer"}, [x32], during="in the known-answer kernel",
+                            trusted=True)
+    ref = x32.to_f64()
+    m = ref.max(axis=1)
+    expected = m + np.log(np.exp(ref - m[:, None]).sum(axis=1))
+    got = reply.arrays[0].to_f64() if reply.arrays else np.full(5, np.nan)
+    if got.shape != expected.shape or not np.allclose(got, expected, rtol=KNOWN_ANSWER_RTOL,
+                                                      atol=0):
+        raise RunStopped(Verdict.GRADER_ERROR,
+                         "Triton computed the grader's own known-answer kernel wrong "
+                         f"(got {got[:3].tolist()}, expected {expected[:3].tolist()}): the "
+                         "toolchain is broken (triton 3.6's interpreter needs numpy < 2.3)")
+
+
+def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> ReadyRunner:
+    """Start a runner and prove its toolchain; raises RunStopped(grader_error) if it can't.
+    Its first GPU work (the CUDA context, the known-answer kernel) passes ``gate``."""
+    started = time.monotonic()
+    try:
+        runner = start_runner(device.value, CPU_SECONDS, launcher)
+    except OSError as exc:
+        raise RunStopped(Verdict.GRADER_ERROR, f"could not start the runner: {exc}") from None
+    runner.arm(PREPARE_TIMEOUT_S)
+    session = Session(runner, PREPARE_TIMEOUT_S, launcher.limits, launcher.sandboxed)
+    try:
+        hello = session.request({"op": "hello"}, during="while starting", trusted=True).header
+        hello_s = time.monotonic() - started
+        warmed = session.request({"op": "warm", "known_shape": list(KNOWN_SHAPE)},
+                                 during="while warming up", trusted=True).header
+        seed = warmed.get("seed", "none")
+        if warmed.get("compile_ahead"):
+            log.warning("the known-answer kernel did not compile ahead (it compiles at its "
+                        "launch instead): %s", warmed["compile_ahead"])
+        warm_s = time.monotonic() - started - hello_s
+        # only the first GPU work (the CUDA context, one small launch) waits for a timing
+        with gate.shared() if gate else nullcontext():
+            gated = time.monotonic()
+            known_answer(session, np.random.default_rng(secrets.randbits(64)))
+            gpu_s = time.monotonic() - gated
+    except RunStopped as stop:
+        runner.close()
+        if stop.verdict is Verdict.TIMEOUT:
+            stop = RunStopped(Verdict.GRADER_ERROR, f"a runner did not start: {stop.message}")
+        raise stop
+    runner.disarm()
+    total = time.monotonic() - started
+    log.info("runner ready in %.2f s: started %.2f, warmed %.2f (seed cache: %s), known answer "
+             "%.2f (%.2f of it past the GPU gate)", total, hello_s, warm_s, seed,
+             total - hello_s - warm_s, gpu_s)
+    return ReadyRunner(runner, dict(hello), total,
+                       {"runner_start_s": round(hello_s, 3), "warm_s": round(warm_s, 3),
+                        "known_answer_s": round(total - hello_s - warm_s, 3),
+                        "known_answer_gpu_s": round(gpu_s, 3)}, seed_cache=str(seed))
+
+
+class RunnerPool:
+    """Ready runners for one device and launcher. ``warm``: how many to keep ready.
+
+    ``take`` hands out a ready runner (or prepares one on the spot) and starts
+    replacing it in the background; ``gpu_gate.exclusive()`` keeps those replacements
+    (and, on a GPU, the checks of every grading on it) off the GPU while a grading is
+    timed. ``wait_idle`` blocks until none is being
+    prepared (the slot's health check compares memory with all of them in place).
+    """
+
+    def __init__(self, device: Device, launcher: Launcher, warm: int = 0,
+                 gate: GpuGate | None = None):
+        self.device, self.launcher, self.warm = device, launcher, warm
+        # on a GPU, the gate of that GPU for the whole host (GpuGate.for_gpu): another
+        # process grading on it keeps its checks and preparers off this pool's timing
+        self.gpu_gate = gate or (GpuGate.for_gpu(getattr(launcher, "gpu_index", None))
+                                 if device is Device.CUDA else GpuGate())
+        self._ready: list[ReadyRunner] = []
+        self._preparing = 0
+        self._closed = False
+        self._failures = 0
+        self._last_failure = ""
+        self._cond = threading.Condition()
+        self._seeding: threading.Thread | None = None
+
+    def _seed(self) -> None:
+        """Make the slot's seed cache (graders.isolation.seed_cache); runners started from then on
+        copy it instead of compiling the known-answer kernel."""
+        cache = make_seed_cache(KNOWN_SHAPE, self.launcher.gpu_index, runner_env())
+        with self._cond:
+            if self._closed:
+                remove_seed_cache(cache)
+            else:
+                self.launcher.seed_cache = cache
+
+    def seed_cache(self, timeout_s: float = PREPARE_TIMEOUT_S):
+        """The seed cache once it is made (None if there is none, or not yet)."""
+        if self._seeding is not None:
+            self._seeding.join(timeout_s)
+        return getattr(self.launcher, "seed_cache", None)
+
+    def fill(self) -> None:
+        """Start preparing runners until ``warm`` are ready or being prepared."""
+        if (self._seeding is None and self.warm and self.device is Device.CUDA
+                and hasattr(self.launcher, "seed_cache")):
+            # only a slot that keeps runners ready gains: a one-shot grading would wait
+            self._seeding = threading.Thread(target=self._seed, daemon=True, name="seed-cache")
+            self._seeding.start()
+        with self._cond:
+            want = self.warm - len(self._ready) - self._preparing
+            if self._closed or want <= 0 or self._failures >= 3:
+                return  # three failures in a row: stop trying until a take succeeds
+            self._preparing += want
+        for _ in range(want):
+            threading.Thread(target=self._prepare_one, daemon=True, name="runner-prep").start()
+
+    def _prepare_one(self) -> None:
+        ready = None
+        try:
+            ready = prepare(self.device, self.launcher, self.gpu_gate)
+        except RunStopped as stop:
+            log.error("a warm runner failed to start: %s", stop.message)
+            self._last_failure = stop.message
+        with self._cond:
+            self._preparing -= 1
+            if ready is not None and not self._closed:
+                self._ready.append(ready)
+                self._failures = 0
+            elif ready is None:
+                self._failures += 1
+            self._cond.notify_all()
+        if ready is not None and self._closed:
+            ready.process.close()
+
+    def take_ready(self, wait_s: float = 0.0) -> ReadyRunner | None:
+        """A runner that is ready now or within ``wait_s``, or None; never starts one."""
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            while not self._ready and time.monotonic() < deadline:
+                self._cond.wait(timeout=deadline - time.monotonic())
+            ready = self._ready.pop(0) if self._ready else None
+        if ready is not None:
+            ready.phases = {"runner_start_s": 0.0, "known_answer_s": 0.0}  # done ahead
+            self.fill()
+        return ready
+
+    def take(self) -> ReadyRunner:
+        """A ready runner, or one prepared on the spot (raises RunStopped if it can't be)."""
+        ready = self.take_ready()
+        if ready is not None:
+            return ready
+        ready = prepare(self.device, self.launcher, self.gpu_gate)
+        with self._cond:
+            self._failures = 0
+        self.fill()
+        return ready
+
+    def first_ready(self, timeout_s: float = PREPARE_TIMEOUT_S) -> str:
+        """Wait for the first warm runner: "" once one is ready (it started and proved its
+        toolchain on the known-answer kernel), else why none could be: every one being
+        prepared failed, or none was ready within ``timeout_s``. A worker says it is ready
+        only after this, so that one whose runners cannot start takes no work."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not self._ready:
+                if not self._preparing:
+                    return self._last_failure or "no runner is being prepared"
+                if time.monotonic() >= deadline:
+                    return f"no runner was ready within {timeout_s:g} s"
+                self._cond.wait(timeout=deadline - time.monotonic())
+        return ""
+
+    def wait_idle(self, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._preparing and time.monotonic() < deadline:
+                self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
+
+    @property
+    def ready_count(self) -> int:
+        with self._cond:
+            return len(self._ready)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            ready, self._ready = self._ready, []
+            cache = getattr(self.launcher, "seed_cache", None)
+            if cache is not None:
+                self.launcher.seed_cache = None
+        for r in ready:
+            r.process.close()
+        remove_seed_cache(cache)

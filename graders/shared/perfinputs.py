@@ -1,0 +1,135 @@
+"""Inputs for timed calls, made the same way on the GPU (torch) and on the host (numpy).
+
+Timed shapes are large (a 64×1048576 float32 input is 256 MiB) and every timed call
+must read fresh values, so the checker cannot ship them down the pipe. Instead both
+sides compute them from a counter-based hash of (seed, element index): the runner
+fills its GPU buffers with torch, and the checker recomputes, with numpy, exactly
+the rows it later asks to see. The submission never learns which rows those are.
+
+The hash is murmur3's 32-bit finaliser on ``index * golden + seed``, kept in int64
+arithmetic masked to 32 bits so that torch (signed, wrapping) and numpy agree bit
+for bit. Values go float64 -> float32 -> dtype on both sides, so bfloat16 rounds
+once, the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graders.shared.arrays import HostArray, from_f64
+
+M32 = 0xFFFFFFFF
+GOLDEN = 0x9E3779B1
+KINDS = ("uniform", "prefix_mask")
+
+
+@dataclass(frozen=True)
+class InputRecipe:
+    """One input of a timed call: a [rows, cols] array of ``dtype`` made by ``kind``.
+
+    ``uniform``: values uniform in [lo, hi).
+    ``prefix_mask``: an additive mask, 0.0 for the first n_r columns of row r and -inf
+    after them, n_r in [1, cols] from the hash (a padding mask: no row fully masked).
+    """
+
+    name: str
+    kind: str
+    rows: int
+    cols: int
+    dtype: str = "float32"
+    lo: float = -4.0
+    hi: float = 4.0
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.cols * (4 if self.dtype == "float32" else 2)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "rows": self.rows, "cols": self.cols,
+                "dtype": self.dtype, "lo": self.lo, "hi": self.hi}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "InputRecipe":
+        if d["kind"] not in KINDS:
+            raise ValueError(f"unknown input kind {d['kind']!r}")
+        return cls(str(d["name"]), str(d["kind"]), int(d["rows"]), int(d["cols"]),
+                   str(d["dtype"]), float(d["lo"]), float(d["hi"]))
+
+
+def call_seed(base: int, call_index: int, input_index: int) -> int:
+    """The 32-bit seed of one input of one timed call."""
+    return _fmix_int((base * 1_000_003 + call_index * 131 + input_index) & M32)
+
+
+def _fmix_int(h: int) -> int:
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & M32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & M32
+    h ^= h >> 16
+    return h
+
+
+def _fmix(h, xp_and):
+    h = h ^ (h >> 16)
+    h = xp_and(h * 0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = xp_and(h * 0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+# -- numpy (the checker) -------------------------------------------------------------------
+def host_rows(recipe: InputRecipe, seed: int, rows: np.ndarray) -> HostArray:
+    """The given rows of the input, as the runner made them."""
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.arange(recipe.cols, dtype=np.int64)
+    if recipe.kind == "prefix_mask":
+        n = _np_hash(rows, seed) % recipe.cols + 1
+        values = np.where(cols[None, :] < n[:, None], 0.0, -np.inf)
+    else:
+        idx = rows[:, None] * recipe.cols + cols[None, :]
+        u = _np_hash(idx, seed).astype(np.float64) / 2.0**32
+        values = recipe.lo + (recipe.hi - recipe.lo) * u
+    values = values.astype(np.float32).astype(np.float64)
+    return from_f64(values, recipe.dtype)
+
+
+def _np_hash(idx: np.ndarray, seed: int) -> np.ndarray:
+    h = (idx.astype(np.uint64) * np.uint64(GOLDEN) + np.uint64(seed)) & np.uint64(M32)
+    return _fmix(h, lambda v: v & np.uint64(M32)).astype(np.int64)
+
+
+# -- torch (the runner) --------------------------------------------------------------------
+def fill(torch, out, recipe: InputRecipe, seed: int) -> None:
+    """Write the whole input into the existing tensor ``out`` (no new allocation kept)."""
+    device = out.device
+    if recipe.kind == "prefix_mask":
+        rows = torch.arange(recipe.rows, dtype=torch.int64, device=device)
+        n = _torch_hash(torch, rows, seed) % recipe.cols + 1
+        cols = torch.arange(recipe.cols, dtype=torch.int64, device=device)
+        keep = cols[None, :] < n[:, None]
+        zero = torch.zeros((), dtype=torch.float32, device=device)
+        ninf = torch.full((), float("-inf"), dtype=torch.float32, device=device)
+        out.copy_(torch.where(keep, zero, ninf).to(out.dtype))
+        return
+    # row by row in slabs: the int64 temporaries of a 256 MiB input would be 4x its size
+    slab = max(1, (1 << 24) // recipe.cols)
+    for r0 in range(0, recipe.rows, slab):
+        r1 = min(recipe.rows, r0 + slab)
+        idx = torch.arange(r0 * recipe.cols, r1 * recipe.cols, dtype=torch.int64, device=device)
+        u = _torch_hash(torch, idx, seed).to(torch.float64) / 2.0**32
+        v = (recipe.lo + (recipe.hi - recipe.lo) * u).to(torch.float32)
+        out[r0:r1].copy_(v.view(r1 - r0, recipe.cols).to(out.dtype))
+
+
+def _torch_hash(torch, idx, seed: int):
+    h = (idx * GOLDEN + seed) & M32
+    return _fmix(h, lambda v: v & M32)
+
+
+def torch_dtype(torch, name: str):
+    return {"float32": torch.float32, "float16": torch.float16,
+            "bfloat16": torch.bfloat16}[name]
