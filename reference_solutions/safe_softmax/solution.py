@@ -18,6 +18,8 @@ ideal is to read x once and write y once. How close we get depends on the row le
   a second kernel merges the chunk statistics of its row and normalises its chunk
   (a second read and the write). Two reads + one write, still one read fewer than the
   textbook max pass / sum pass / normalise pass.
+* on a GPU, long bfloat16 rows (16384 to 32768 columns) are held as bfloat16 pairs, half
+  the registers of float32, so two programs share an SM (the kernel's comments say how).
 
 Statistics are always computed in float32, even for float16/bfloat16 inputs: the input
 is converted right after the load and the result converted back right before the store.
@@ -188,6 +190,99 @@ def _chunk_normalize_kernel(
 
 
 # ----------------------------------------------------------------------------------
+# Long bfloat16 rows on a GPU: the row held as bfloat16 pairs (issue 29)
+# ----------------------------------------------------------------------------------
+# A 32768-column row converted to float32 takes ~80 registers a thread at 16 warps, so one
+# program fits on an SM, and at one program an SM even a copy that holds its row reaches
+# only 0.86 of copy bandwidth: while a program reduces, its SM reads nothing. Loaded as
+# int32 words (two bfloat16 each) the row takes half the registers, and capped at 64 a
+# thread two programs share an SM (a copy held that way: 0.98; docs/experiments/
+# packed_bf16.py). Four ideas keep the kernel that small:
+# * unpacking is exact and cheap: a bfloat16 is the top half of a float32, so the low value
+#   is the word shifted up 16 and the high one the word with its low half cleared;
+# * that unpacking is inline PTX marked impure, so the compiler redoes it in each phase
+#   rather than keep 64 unpacked float32 values alive across the reductions;
+# * each exponential is computed once, as 2**((x - m)·log2 e) in one ex2 instruction, and
+#   kept as bfloat16 pairs in place of the words x came in (y = p / s then rounds once
+#   more: within 2**-8 relative, under bfloat16's tolerance; the ex2 flushes results below
+#   2**-126, far under any tolerance's absolute floor);
+# * two float32 become a word of two bfloat16 in one cvt.rn.bf16x2 instruction.
+# H200, 1024×32768 bfloat16: 0.76-0.78 of copy with the float32 kernel, 0.87-0.88 with this.
+PACKED_MIN_COLS = 16384   # narrower rows fit the float32 kernel at two programs an SM
+PACKED_WARPS = 16
+PACKED_MAX_REGS = 64      # 65536 registers / (2 programs × 16 warps × 32 threads)
+LOG2E = tl.constexpr(1.4426950408889634)
+TWO_NEG_INF = tl.constexpr(-8323200)  # 0xFF80FF80: a word of two bfloat16 -inf
+
+
+@triton.jit
+def _low_bf16(word):
+    """The low bfloat16 of each word, as float32 (impure: recomputed, never kept live)."""
+    bits = tl.inline_asm_elementwise("shl.b32 $0, $1, 16;", "=r,r", [word], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _high_bf16(word):
+    """The high bfloat16 of each word, as float32 (impure, as above)."""
+    bits = tl.inline_asm_elementwise("and.b32 $0, $1, 0xFFFF0000;", "=r,r", [word],
+                                     dtype=tl.int32, is_pure=False, pack=1)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _exp2_ftz(x):
+    """2**x in one instruction (Triton's exp wraps it in a fix-up for tiny results)."""
+    return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x],
+                                     dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _to_bf16_pairs(high, low):
+    """Two float32 -> one word of two bfloat16, rounded to nearest even."""
+    return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [high, low],
+                                     dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _softmax_packed_bf16_kernel(x_ptr, y_ptr, n_words, x_row_stride, y_row_stride,
+                                WORDS: tl.constexpr):
+    """One row per program, as int32 words; strides and n_words count words."""
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.arange(0, WORDS)
+    ok = k < n_words
+    word = tl.load(x_ptr + row * x_row_stride + k, mask=ok, other=TWO_NEG_INF)
+    m = tl.max(tl.maximum(_low_bf16(word), _high_bf16(word)), axis=0)
+    m_log2 = m * LOG2E
+    p_low = _exp2_ftz(_low_bf16(word) * LOG2E - m_log2)
+    p_high = _exp2_ftz(_high_bf16(word) * LOG2E - m_log2)
+    p = _to_bf16_pairs(p_high, p_low)  # before the sum: the float32 p die before its barrier
+    inv_s = 1.0 / tl.sum(p_low + p_high, axis=0)
+    y = _to_bf16_pairs(_high_bf16(p) * inv_s, _low_bf16(p) * inv_s)
+    tl.store(y_ptr + row * y_row_stride + k, y, mask=ok)
+
+
+def _packed_bf16_fits(x: torch.Tensor) -> bool:
+    """The pairs path: a GPU (inline PTX), bfloat16, long rows seen as whole int32 words."""
+    n_cols = x.shape[1]
+    return (x.is_cuda and x.dtype == torch.bfloat16 and x.shape[0] > 0
+            and PACKED_MIN_COLS <= n_cols <= ONE_PASS_MAX_COLS and n_cols % 2 == 0
+            and x.stride(0) % 2 == 0 and x.storage_offset() % 2 == 0)
+
+
+def _softmax_packed_bf16(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    words_x, words_y = x.view(torch.int32), y.view(torch.int32)
+    n_words = x.shape[1] // 2
+    _softmax_packed_bf16_kernel[(x.shape[0],)](
+        words_x, words_y, n_words, words_x.stride(0), words_y.stride(0),
+        WORDS=triton.next_power_of_2(n_words), num_warps=PACKED_WARPS,
+        maxnreg=PACKED_MAX_REGS)
+    return y
+
+
+# ----------------------------------------------------------------------------------
 # Entry point
 # ----------------------------------------------------------------------------------
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -200,6 +295,8 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     if n_cols > 1 and x.stride(1) != 1:
         raise ValueError("each row must be contiguous in memory")
 
+    if _packed_bf16_fits(x):  # long bfloat16 rows on a GPU: held as pairs (above)
+        return _softmax_packed_bf16(x)
     # A fresh output every call; x is only ever read.
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if n_rows == 0 or n_cols == 0:
