@@ -19,7 +19,8 @@ ideal is to read x once and write y once. How close we get depends on the row le
   (a second read and the write). Two reads + one write, still one read fewer than the
   textbook max pass / sum pass / normalise pass.
 * on a GPU, long bfloat16 rows (16384 to 32768 columns) are held as bfloat16 pairs, half
-  the registers of float32, so two programs share an SM (the kernel's comments say how).
+  the registers of float32, and the arithmetic is cut to what hides behind the loads (the
+  kernel's comments say how).
 
 Statistics are always computed in float32, even for float16/bfloat16 inputs: the input
 is converted right after the load and the result converted back right before the store.
@@ -195,22 +196,25 @@ def _chunk_normalize_kernel(
 # A 32768-column row converted to float32 takes ~80 registers a thread at 16 warps, so one
 # program fits on an SM, and at one program an SM even a copy that holds its row reaches
 # only 0.86 of copy bandwidth: while a program reduces, its SM reads nothing. Loaded as
-# int32 words (two bfloat16 each) the row takes half the registers, and capped at 64 a
-# thread two programs share an SM (a copy held that way: 0.98; docs/experiments/
-# packed_bf16.py). Four ideas keep the kernel that small:
+# int32 words (two bfloat16 each) the row takes half the registers (a copy held that way
+# at two programs an SM: 0.98; docs/experiments/packed_bf16.py), and then the arithmetic
+# is what costs. Five ideas keep both small:
+# * the max is taken on the packed words, max.bf16x2 (one instruction for two values),
+#   and only the row's final pair is unpacked;
 # * unpacking is exact and cheap: a bfloat16 is the top half of a float32, so the low value
 #   is the word shifted up 16 and the high one the word with its low half cleared;
-# * that unpacking is inline PTX marked impure, so the compiler redoes it in each phase
-#   rather than keep 64 unpacked float32 values alive across the reductions;
+# * that unpacking is inline PTX marked impure, so the compiler redoes it where needed
+#   rather than keep the unpacked float32 values alive across the sum's reduction;
 # * each exponential is computed once, as 2**((x - m)·log2 e) in one ex2 instruction, and
 #   kept as bfloat16 pairs in place of the words x came in (y = p / s then rounds once
 #   more: within 2**-8 relative, under bfloat16's tolerance; the ex2 flushes results below
 #   2**-126, far under any tolerance's absolute floor);
 # * two float32 become a word of two bfloat16 in one cvt.rn.bf16x2 instruction.
-# H200, 1024×32768 bfloat16: 0.76-0.78 of copy with the float32 kernel, 0.87-0.88 with this.
+# 32 warps, 16 words a thread (55 registers): one program an SM, the most threads to share
+# the arithmetic. H200, 1024×32768 bfloat16: 0.76-0.78 of copy with the float32 kernel,
+# 0.93 with this.
 PACKED_MIN_COLS = 16384   # narrower rows fit the float32 kernel at two programs an SM
-PACKED_WARPS = 16
-PACKED_MAX_REGS = 64      # 65536 registers / (2 programs × 16 warps × 32 threads)
+PACKED_WARPS = 32
 LOG2E = tl.constexpr(1.4426950408889634)
 TWO_NEG_INF = tl.constexpr(-8323200)  # 0xFF80FF80: a word of two bfloat16 -inf
 
@@ -229,6 +233,13 @@ def _high_bf16(word):
     bits = tl.inline_asm_elementwise("and.b32 $0, $1, 0xFFFF0000;", "=r,r", [word],
                                      dtype=tl.int32, is_pure=False, pack=1)
     return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _max_bf16_pairs(a, b):
+    """The larger of each half of two words of bfloat16 pairs, in one instruction."""
+    return tl.inline_asm_elementwise("max.bf16x2 $0, $1, $2;", "=r,r,r", [a, b],
+                                     dtype=tl.int32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -253,7 +264,9 @@ def _softmax_packed_bf16_kernel(x_ptr, y_ptr, n_words, x_row_stride, y_row_strid
     k = tl.arange(0, WORDS)
     ok = k < n_words
     word = tl.load(x_ptr + row * x_row_stride + k, mask=ok, other=TWO_NEG_INF)
-    m = tl.max(tl.maximum(_low_bf16(word), _high_bf16(word)), axis=0)
+    pair = tl.reduce(word, 0, _max_bf16_pairs)  # the max of each half, still packed
+    m = tl.maximum((pair << 16).to(tl.float32, bitcast=True),
+                   (pair & -65536).to(tl.float32, bitcast=True))  # -65536: 0xFFFF0000
     m_log2 = m * LOG2E
     p_low = _exp2_ftz(_low_bf16(word) * LOG2E - m_log2)
     p_high = _exp2_ftz(_high_bf16(word) * LOG2E - m_log2)
@@ -277,8 +290,7 @@ def _softmax_packed_bf16(x: torch.Tensor) -> torch.Tensor:
     n_words = x.shape[1] // 2
     _softmax_packed_bf16_kernel[(x.shape[0],)](
         words_x, words_y, n_words, words_x.stride(0), words_y.stride(0),
-        WORDS=triton.next_power_of_2(n_words), num_warps=PACKED_WARPS,
-        maxnreg=PACKED_MAX_REGS)
+        WORDS=triton.next_power_of_2(n_words), num_warps=PACKED_WARPS)
     return y
 
 
