@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import metrics, web, web_extensions
+from . import metrics, web, web_extensions, web_similarity
 from .api import admin, events, exercises, extensions, internal, leaderboard, submissions
 from .auth import end_sessions_of, hash_token, new_token
 from .db import make_engine, make_sessionmaker
@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
                   description="Submit Triton kernels for the A07 softmax exercises; read verdicts "
                               "and the leaderboard.")
     for module in (submissions, events, exercises, leaderboard, admin, extensions, internal, metrics,
-                   web, web_extensions):
+                   web, web_extensions, web_similarity):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
     app.state.issued_rosters = {}  # a roster upload's tokens, until their one showing (web.py)

@@ -201,3 +201,23 @@ class WorkerSeen(Base):
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     healthy: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class SimilarityReport(Base):
+    """One similarity run over an exercise's submissions (server/similarity.py starts it,
+    server/similarity_run.py computes it in a process of its own): each student's latest
+    submission per language, fingerprinted, every pair compared; the pairs above the floor
+    kept, most similar first, with the spans that match in each source."""
+
+    __tablename__ = "similarity_reports"
+    __table_args__ = (Index("ix_similarity_reports_exercise", "exercise", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    exercise: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running|done|error
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    submissions: Mapped[int] = mapped_column(Integer, default=0)  # how many were compared
+    message: Mapped[str] = mapped_column(String(500), default="")
+    # [{"a": id, "b": id, "similarity": 0..1, "a_share", "b_share", "a_spans", "b_spans"}]
+    pairs: Mapped[list | None] = mapped_column(JSON, nullable=True)

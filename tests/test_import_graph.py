@@ -53,6 +53,9 @@ SERVER_MAY_IMPORT = {"graders", "graders.shared.vocabulary", "graders.shared.pat
                      "graders.service.task_contract", "graders.service.worker_client",
                      "graders.engine.params"}
 HEAVY = ("torch", "triton", "numpy")
+# server modules that run as processes of their own, never imported by the server's: the
+# similarity run (copydetect brings numpy and matplotlib)
+RUN_APART = {"server.similarity_run": ("copydetect",)}
 
 
 def part_of(module: str) -> str | None:
@@ -155,7 +158,12 @@ def forbidden(graph: dict[str, set[str]]) -> list[str]:
         project = {m for m in imported if m in graph}
         if name.startswith("graders"):
             wrong.extend(_crossings(name, project))
+        if name in RUN_APART:
+            continue  # its own process: test_a_process_apart_is_never_imported holds it
         if name.startswith("server"):
+            wrong.extend(f"{name} imports {m}, which only {apart} may (its own process)"
+                         for apart, mods in RUN_APART.items() for m in sorted(imported)
+                         if m in mods)
             for m in sorted(m for m in project if m.startswith("graders")):
                 if m not in SERVER_MAY_IMPORT:
                     wrong.append(f"{name} imports {m} (the server reaches the graders through "
@@ -208,6 +216,17 @@ def test_no_import_crosses_a_line():
     assert forbidden(import_graph()) == []
 
 
+def test_a_process_apart_is_never_imported():
+    """The similarity run imports copydetect (numpy, matplotlib): it is started as a
+    process (server/similarity.py), and no server module imports it."""
+    graph = import_graph()
+    for apart, mods in RUN_APART.items():
+        assert set(mods) <= graph[apart]
+        assert not [name for name, imported in graph.items() if apart in imported]
+        graph["server.similarity"] = graph["server.similarity"] | {apart}
+        assert [name for name, imported in graph.items() if apart in imported]
+
+
 def test_every_module_sits_in_a_part():
     graph = import_graph()
     loose = {m for m in graph if m.startswith("graders") and m.count(".") < 2
@@ -230,6 +249,8 @@ def test_every_module_sits_in_a_part():
     (("graders.shared.protocol", "graders.isolation.launch"),
      "the shared part's graders.shared.protocol imports graders.isolation.launch"),
     (("server.jobs", "graders.engine.checker"), "server.jobs imports graders.engine.checker"),
+    (("server.web", "copydetect"),
+     "server.web imports copydetect, which only server.similarity_run may"),
     (("graders.service.task_contract", "numpy"),
      "imports numpy, itself or through what it imports"),
 ])

@@ -97,3 +97,58 @@ def test_on_a_phone_the_lists_show_every_column_in_view(server, browser):  # noq
                 (path, label, box)
             assert cell.evaluate("c => getComputedStyle(c, '::before').content") == f'"{label}"'
         shot(page, f"phone-cards{path.replace('/', '-')}")
+
+
+def test_the_similarity_report_and_a_pair_side_by_side_at_1366_and_390(server, browser):  # noqa: F811
+    """Issue 30: the instructor computes the report, finds the copied pair, opens it side by
+    side, flags both; the same pages on a phone fit its width, the two files one above the
+    other."""
+    import re
+
+    import httpx
+    from test_similarity import COPY, ORIGINAL
+    from test_web_ui import ADMIN
+
+    tokens = _api_students(server, "simone", "simtwo")
+    ids = []
+    for name, source in (("simone", ORIGINAL), ("simtwo", COPY)):
+        r = httpx.post(f"{server}/api/submissions", timeout=30,
+                       headers={"Authorization": f"Bearer {tokens[name]}"},
+                       json={"exercise": "safe_softmax", "language": "triton", "source": source})
+        ids.append(r.json()["id"])
+    laptop = {"width": 1366, "height": 900}
+    page = sign_in(browser, server, ADMIN, viewport=laptop)
+    page.goto(f"{server}/admin")
+    page.locator("#similarity-links").get_by_role("link", name="safe_softmax").click()
+    page.get_by_role("button", name=re.compile("^Compute")).click()
+    for _ in range(240):
+        if page.locator("#similarity-status").inner_text().startswith("Computed"):
+            break
+        page.wait_for_timeout(500)
+        page.reload()
+    row = page.locator(f"#pairs tr[data-a='{ids[0]}'][data-b='{ids[1]}']")
+    assert "100 %" in row.locator("[data-label='Similarity']").inner_text()
+    shot(page, "similarity-report-1366")
+    row.get_by_role("link", name="side by side").click()
+    assert page.locator("#first-source mark").count() >= 1
+    assert page.locator("#second-source mark").count() >= 1
+    first, second = (page.locator(f"#{w}-source").bounding_box() for w in ("first", "second"))
+    assert abs(first["y"] - second["y"]) < 2 and first["x"] < second["x"]  # side by side
+    page.get_by_role("button", name="Flag both suspicious").click()
+    assert "now flagged suspicious" in page.locator("[role=status]").inner_text()
+    assert f"{ids[0]} suspicious, {ids[1]} suspicious" in page.content()
+    shot(page, "similarity-pair-1366")
+
+    phone = sign_in(browser, server, ADMIN, viewport=PHONE)
+    phone.goto(page.url)
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    first, second = (phone.locator(f"#{w}-source").bounding_box() for w in ("first", "second"))
+    assert second["y"] > first["y"] + first["height"] - 2  # one above the other
+    assert first["x"] >= 0 and first["x"] + first["width"] <= PHONE["width"]
+    shot(phone, "similarity-pair-390")
+    phone.goto(f"{server}/admin/similarity/safe_softmax")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    cell = phone.locator(f"#pairs tr[data-a='{ids[0]}'] [data-label='Similarity']")
+    box = cell.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    shot(phone, "similarity-report-390")

@@ -17,6 +17,7 @@ from ..auth import end_sessions_of, get_db, hash_token, instructor, new_token
 from ..deadlines import applying, deadline_of, extensions_by_student
 from ..filenames import attachment
 from ..models import USERNAME_PATTERN, Flag, Role, Submission, User
+from .. import similarity
 from ..services import (best_per_student, flagged_per_student, not_scored_per_student, requeue,
                         submissions_query)
 from .common import exercise_or_error, iso, submission_json
@@ -238,3 +239,28 @@ def export_csv(request: Request, db: Session = Depends(get_db, scope="function")
                              marks, policy, iso(due.at) or "", "yes" if due.extended else "no",
                              " ".join(f"{u.id}:{u.verdict}" for u in unscored.get(user.id, []))])
     return csv_response(out.getvalue(), "grades.csv")
+
+
+# -- similarity (issue 30): computed in a process of its own, read from the database --------
+@router.post("/similarity/{exercise}", status_code=202)
+def start_similarity(exercise: str, request: Request, db: Session = Depends(get_db, scope="function")):
+    """Starts a run over the exercise's latest submission of each student (or returns the
+    one still running); the report is read with GET."""
+    info = exercise_or_error(request, exercise)
+    report = similarity.start(db, info.name, request.app.state.settings.database_url,
+                              skeletons_of(info))
+    return similarity.to_json(report)
+
+
+@router.get("/similarity/{exercise}")
+def get_similarity(exercise: str, request: Request, db: Session = Depends(get_db, scope="function")):
+    info = exercise_or_error(request, exercise)
+    report = similarity.latest(db, info.name)
+    if report is None:
+        raise HTTPException(404, f"no similarity report for {info.name} yet: POST to start one")
+    return similarity.to_json(report)
+
+
+def skeletons_of(info) -> dict[str, str]:
+    """Each language's skeleton text: the boilerplate no match may count."""
+    return {language: skeleton.get("source", "") for language, skeleton in info.skeletons.items()}

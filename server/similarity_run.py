@@ -1,0 +1,116 @@
+"""A similarity run, in a process of its own: ``python -m server.similarity_run``, with its
+job as one JSON line on stdin (the report's id, the database URL, each language's skeleton).
+
+copydetect (a winnowing detector in the manner of MOSS) fingerprints each student's latest
+submission per language: the code is tokenized and its names replaced, so that renaming
+variables changes nothing, and the fingerprints of the exercise's skeleton are boilerplate,
+left out of every match. Every pair of students in one language is compared; a pair's
+similarity is the larger of the two shares of matched tokens (a copy inside a longer file
+still shows). The pairs at or above ``FLOOR`` are stored, most similar first, with the
+character spans that match in each source, and the report is marked done.
+
+It runs apart from the server because copydetect brings numpy and matplotlib, which the
+server's process never imports (tests/test_import_graph.py), and so that a run over a large
+class takes no time from the API's threads.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from dataclasses import dataclass
+from itertools import combinations
+
+from sqlalchemy import func, select
+
+from .db import make_engine, make_sessionmaker
+from .models import SimilarityReport, Submission, User, utcnow
+from .similarity_constants import FLOOR
+
+K = 25  # tokens in a fingerprinted k-gram (copydetect's default noise threshold)
+WINDOW = 6  # winnowing window: a match of K + WINDOW - 1 = 30 tokens is always seen
+
+MAX_PAIRS = 300
+SUFFIX = {"triton": ".py", "hip": ".cpp"}  # the tokenizer is chosen by the file's suffix
+
+
+@dataclass(frozen=True)
+class Source:
+    submission_id: int
+    user: str
+    language: str
+    text: str
+
+
+def fingerprint(text: str, language: str, boilerplate=None):
+    from copydetect import CodeFingerprint
+
+    return CodeFingerprint(f"submission{SUFFIX.get(language, '.py')}", K, WINDOW,
+                           boilerplate=boilerplate, fp=io.StringIO(text))
+
+
+def compare(sources: list[Source], skeletons: dict[str, str]) -> list[dict]:
+    """Every pair of different students in one language, at or above FLOOR, most similar
+    first; each with the matched spans (character offsets) in both sources."""
+    from copydetect import compare_files
+
+    boilerplate = {language: list(fingerprint(text, language).hashes)
+                   for language, text in skeletons.items() if text}
+    prints = {s.submission_id: fingerprint(s.text, s.language, boilerplate.get(s.language))
+              for s in sources}
+    pairs = []
+    for a, b in combinations(sources, 2):
+        if a.language != b.language or a.user == b.user:
+            continue
+        _, (share_a, share_b), (spans_a, spans_b) = compare_files(prints[a.submission_id],
+                                                                  prints[b.submission_id])
+        similarity = float(max(share_a, share_b))
+        if similarity < FLOOR:
+            continue
+        pairs.append({"a": a.submission_id, "b": b.submission_id,
+                      "a_user": a.user, "b_user": b.user, "language": a.language,
+                      "similarity": round(similarity, 4), "a_share": round(float(share_a), 4),
+                      "b_share": round(float(share_b), 4),
+                      "a_spans": _spans(spans_a), "b_spans": _spans(spans_b)})
+    pairs.sort(key=lambda p: (-p["similarity"], p["a"], p["b"]))
+    return pairs[:MAX_PAIRS]
+
+
+def _spans(slices) -> list[list[int]]:
+    """copydetect's 2×N (starts, ends) array as [[start, end], ...] of plain ints."""
+    if len(slices) != 2 or len(slices[0]) == 0:
+        return []
+    return [[int(s), int(e)] for s, e in zip(slices[0], slices[1])]
+
+
+def latest_sources(db, exercise: str) -> list[Source]:
+    """Each student's latest submission per language for ``exercise``."""
+    latest = (select(func.max(Submission.id)).where(Submission.exercise == exercise)
+              .group_by(Submission.user_id, Submission.language))
+    rows = db.execute(select(Submission, User.username).join(User, User.id == Submission.user_id)
+                      .where(Submission.id.in_(latest)).order_by(Submission.id)).all()
+    return [Source(s.id, username, s.language, s.source) for s, username in rows]
+
+
+def run(job: dict) -> None:
+    engine = make_engine(job["database_url"])
+    Session = make_sessionmaker(engine)
+    with Session() as db:
+        report = db.get(SimilarityReport, int(job["report_id"]))
+        if report is None:
+            return
+        try:
+            sources = latest_sources(db, report.exercise)
+            report.pairs = compare(sources, job.get("skeletons") or {})
+            report.submissions = len(sources)
+            report.status = "done"
+        except Exception as exc:  # noqa: BLE001 - the report says what went wrong
+            report.status, report.message = "error", f"{type(exc).__name__}: {exc}"[:500]
+        report.finished_at = utcnow()
+        db.commit()
+    engine.dispose()
+
+
+if __name__ == "__main__":  # pragma: no cover - started by server/similarity.py
+    run(json.loads(sys.stdin.readline()))

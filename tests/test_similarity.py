@@ -1,0 +1,114 @@
+"""The similarity report (issue 30): a renamed-variable copy is flagged and two independent
+solutions are not; a run is computed in a process of its own and stored; the instructor
+reads the pairs most similar first, opens one side by side and flags both from there; a
+student reaches none of it. The browser view, at a laptop's and a phone's width:
+tests/test_pages_phone.py."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from conftest import REPO
+from server.models import Flag, Submission
+from server.similarity_run import FLOOR, Source, compare
+from test_server_api import ADMIN, NoDispatch, add_students, auth, running, submit
+from test_web_pages import form_token, sign_in
+
+SCRATCH = REPO / "reference_solutions" / "safe_softmax" / "from_scratch"
+SKELETON = (REPO / "exercises" / "safe_softmax" / "skeleton.py").read_text()
+
+
+def renamed(source: str) -> str:
+    """The copy a student makes to hide it: every name of the kernel changed."""
+    for old, new in [("x_ptr", "inp"), ("y_ptr", "outp"), ("n_cols", "width"),
+                     ("n_rows", "height"), ("row", "r_i"), ("BLOCK_SIZE", "TILE_W")]:
+        source = re.sub(rf"\b{old}\b", new, source)
+    return source
+
+
+ORIGINAL = (SCRATCH / "row_per_program.py").read_text()
+COPY = renamed(ORIGINAL)
+# two designs of the course's own, written apart: a tiled two-pass kernel and one whose
+# online (m, s) pairs are reduced with tl.reduce
+INDEPENDENT = [(SCRATCH / "block_ptr_tiles.py").read_text(),
+               (SCRATCH / "reduce_online_pairs.py").read_text()]
+
+
+def test_a_renamed_copy_is_flagged_and_independent_solutions_are_not():
+    assert COPY != ORIGINAL and "TILE_W" in COPY
+    sources = [Source(1, "ada", "triton", ORIGINAL), Source(2, "bob", "triton", COPY),
+               Source(3, "cy", "triton", INDEPENDENT[0]),
+               Source(4, "dee", "triton", INDEPENDENT[1])]
+    pairs = compare(sources, {"triton": SKELETON})
+    top = pairs[0]
+    assert (top["a"], top["b"]) == (1, 2) and top["similarity"] >= 0.9, pairs[:3]
+    assert top["a_spans"] and top["b_spans"]  # where the match is, in each file
+    scores = {(p["a"], p["b"]): p["similarity"] for p in pairs}
+    assert scores.get((3, 4), 0.0) < 0.9, scores
+    assert all(p["similarity"] >= FLOOR for p in pairs)
+
+
+def test_the_skeleton_is_left_out_and_a_student_is_never_paired_with_themselves():
+    sources = [Source(1, "ada", "triton", SKELETON), Source(2, "bob", "triton", SKELETON),
+               Source(3, "ada", "triton", COPY), Source(4, "ada", "triton", ORIGINAL)]
+    assert compare(sources, {"triton": SKELETON}) == []
+    # without the skeleton as boilerplate, two untouched skeletons are the same file
+    assert compare(sources[:2], {})[0]["similarity"] == 1.0
+
+
+def _wait_report(client, exercise="safe_softmax", timeout=120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/admin/similarity/{exercise}", headers=auth(ADMIN)).json()
+        if body["status"] != "running":
+            return body
+        time.sleep(0.3)
+    raise AssertionError(f"the similarity run is still running: {body}")
+
+
+def test_the_instructor_computes_reads_compares_and_flags(tmp_path):
+    with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch()) as client:
+        tokens = add_students(client, "ada", "bob", "cy", "dee")
+        ids = {}
+        for name, source in [("ada", ORIGINAL), ("bob", COPY), ("cy", INDEPENDENT[0]),
+                             ("dee", INDEPENDENT[1])]:
+            r = submit(client, tokens[name], source)
+            assert r.status_code == 202, r.text
+            ids[name] = r.json()["id"]
+        assert client.get("/api/admin/similarity/safe_softmax",
+                          headers=auth(ADMIN)).status_code == 404  # none yet
+        assert client.post("/api/admin/similarity/safe_softmax",
+                           headers=auth(tokens["ada"])).status_code == 403
+
+        started = client.post("/api/admin/similarity/safe_softmax", headers=auth(ADMIN))
+        assert started.status_code == 202 and started.json()["status"] == "running"
+        again = client.post("/api/admin/similarity/safe_softmax", headers=auth(ADMIN))
+        assert again.json()["id"] == started.json()["id"]  # the run still going, not a second
+        report = _wait_report(client)
+        assert report["status"] == "done" and report["submissions"] == 4, report
+        top = report["pairs"][0]
+        assert {top["a"], top["b"]} == {ids["ada"], ids["bob"]} and top["similarity"] >= 0.9
+        assert not any({p["a"], p["b"]} == {ids["cy"], ids["dee"]} and p["similarity"] >= 0.9
+                       for p in report["pairs"])
+
+        sign_in(client, tokens["ada"])
+        assert client.get("/admin/similarity/safe_softmax").status_code == 403
+        sign_in(client, ADMIN)
+        page = client.get("/admin/similarity/safe_softmax").text
+        assert page.index(f'data-a="{top["a"]}" data-b="{top["b"]}"') < page.index("</tbody>")
+        pair_url = f"/admin/similarity/safe_softmax/pair/{top['a']}/{top['b']}"
+        assert pair_url in page and "similar</strong>" in page
+        view = client.get(pair_url)
+        assert view.status_code == 200 and view.text.count("<mark>") >= 2
+        assert "&lt;" not in COPY or "&lt;" in view.text  # the sources are escaped
+        r = client.post(f"/admin/similarity/safe_softmax/flag",
+                        data={"a": top["a"], "b": top["b"], "csrf": form_token(client, pair_url)},
+                        follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].endswith("?done=flagged")
+        with client.app.state.sessionmaker() as db:
+            flags = {db.get(Submission, i).flag for i in (top["a"], top["b"])}
+            others = {db.get(Submission, i).flag for i in (ids["cy"], ids["dee"])}
+        assert flags == {Flag.SUSPICIOUS} and others == {Flag.NONE}
+        assert "now flagged suspicious" in client.get(f"{pair_url}?done=flagged").text
+        assert client.get("/admin/similarity/safe_softmax/pair/1/999").status_code == 404
