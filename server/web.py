@@ -628,4 +628,9 @@ def _chart(result: dict | None) -> dict | None:
                      "got_w": 420 * (s.get("gbs") or 0) / top,
                      "copy": s.get("copy_gbs"), "gbs": s.get("gbs"),
                      "fraction": s.get("fraction")})
-    return {"bars": bars, "width": width, "height": height}
+    # what each shape's time says (graders/engine/performance.py words it; old results
+    # have none)
+    said = [(f"{s.get('rows')}×{s.get('cols')} {s.get('dtype')}", s["diagnosis"]["text"])
+            for s in shapes if isinstance(s.get("diagnosis"), dict)
+            and isinstance(s["diagnosis"].get("text"), str)]
+    return {"bars": bars, "width": width, "height": height, "said": said}

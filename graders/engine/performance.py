@@ -69,6 +69,44 @@ class ShapeFigures:
                 if v is not None}
 
 
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+AT_THE_CEILING = 0.9  # from here a kernel is said to move about the least it must
+# the module's traffic table (section 5), in traversals of an x-sized tensor
+DESIGNS = ((2, "a fused single pass (1 read + 1 write)"),
+           (3, "the 2-pass design (statistics, then normalise: 2 reads + 1 write)"),
+           (4, "the textbook 3-pass design (max, sum, normalise: 3 reads + 1 write)"))
+
+
+def speed_diagnosis(f: ShapeFigures) -> dict[str, Any]:
+    """What a shape's time says, in the traffic table's terms (issue 30): the bytes per
+    element a kernel at the copy's speed would have moved in that time, against the least
+    the shape needs. Words only: never part of the score, computed here from the figures
+    the checker itself derived."""
+    elements = f.rows * f.cols
+    size = ELEMENT_BYTES.get(f.dtype)
+    if not elements or size is None or f.fraction <= 0:
+        return {}
+    least = f.bytes / elements
+    like = least / f.fraction
+    passes = like / size
+    out = {"bytes_per_element": round(like, 1), "least_bytes_per_element": round(least, 1),
+           "traversals": round(passes, 1), "least_traversals": round(least / size, 2)}
+    if f.fraction >= AT_THE_CEILING:
+        out["text"] = (f"at the copy ceiling: about the least this shape must move, "
+                       f"{least:.0f} B an element")
+        return out
+    nearest = min(DESIGNS, key=lambda d: abs(d[0] - passes))
+    design = nearest[1] if abs(nearest[0] - passes) <= 0.5 else (
+        "more than any design of the traffic table moves" if passes > 4.5 else "")
+    out["text"] = (f"ran in the time of {like:.0f} B an element at the copy's speed, "
+                   f"{passes:.1f} traversals of x, where {least:.0f} B ({least / size:.2g}) is "
+                   f"the least" + (f": like {design}" if design else "") +
+                   ". Either the kernel moves that much (a pass more than needed: fuse it), or "
+                   "its time goes elsewhere (programs waiting on each other, too few programs "
+                   "for the SMs, registers spilled)")
+    return out
+
+
 def _numbers(values: Any, n: int | None = None) -> list[float]:
     if not isinstance(values, list) or not values or (n is not None and len(values) != n):
         raise PerformanceRejected("the timed run's report does not add up")
@@ -132,7 +170,7 @@ class PerformanceRun:
             "gbs": round(gbs_mean, 1),
             "points": round(spec.points * geomean, 2),
             "max_points": spec.points,
-            "shapes": [f.to_json() for f in timed],
+            "shapes": [{**f.to_json(), "diagnosis": speed_diagnosis(f)} for f in timed],
             "clocks": gpuinfo.clocks(self.gpu_index),
             "method": METHOD,
         }
