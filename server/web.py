@@ -619,7 +619,8 @@ def _chart(result: dict | None) -> dict | None:
     if not shapes:
         return None
     top = max(max(s.get("copy_gbs") or 0, s.get("gbs") or 0) for s in shapes) or 1
-    bars, width, height = [], 640, 28 * len(shapes) * 2 + 40
+    # 800 wide: the label after the longest bar (x = 596) needs about 190 more
+    bars, width, height = [], 800, 28 * len(shapes) * 2 + 40
     for i, s in enumerate(shapes):
         y = 20 + i * 56
         label = f"{s.get('rows')}×{s.get('cols')} {s.get('dtype')}"
