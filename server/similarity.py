@@ -13,6 +13,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -54,6 +55,9 @@ def start(db: Session, exercise: str, database_url: str,
                                 stdin=subprocess.PIPE, start_new_session=True, text=True)
         proc.stdin.write(json.dumps(job) + "\n")  # the URL's password never in argv
         proc.stdin.close()
+        # reaped when it ends (no zombie left to the server); it outlives a server restart
+        # in its own session and still stores its report
+        threading.Thread(target=proc.wait, name=f"similarity-{report.id}", daemon=True).start()
     except OSError as exc:
         report.status, report.message = "error", f"could not start the run: {exc}"[:500]
         report.finished_at = utcnow()
