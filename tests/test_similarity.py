@@ -112,3 +112,15 @@ def test_the_instructor_computes_reads_compares_and_flags(tmp_path):
         assert flags == {Flag.SUSPICIOUS} and others == {Flag.NONE}
         assert "now flagged suspicious" in client.get(f"{pair_url}?done=flagged").text
         assert client.get("/admin/similarity/safe_softmax/pair/1/999").status_code == 404
+
+
+def test_hip_files_are_compared_as_cpp_and_only_with_hip():
+    reference = (REPO / "reference_solutions" / "safe_softmax" / "solution.hip").read_text()
+    skeleton = (REPO / "exercises" / "safe_softmax" / "skeleton.hip").read_text()
+    copy = re.sub(r"\brow\b", "r_i", reference)
+    assert copy != reference
+    pairs = compare([Source(1, "ada", "hip", reference), Source(2, "bob", "hip", copy),
+                     Source(3, "cy", "hip", skeleton), Source(4, "dee", "triton", ORIGINAL)],
+                    {"hip": skeleton, "triton": SKELETON})
+    assert [(p["a"], p["b"], p["language"]) for p in pairs] == [(1, 2, "hip")]
+    assert pairs[0]["similarity"] >= 0.9
