@@ -49,28 +49,21 @@ def _pair_of(db: Session, exercise: str, a: int, b: int) -> tuple[dict, Submissi
 
 
 def marked(source: str, spans: list[list[int]]) -> Markup:
-    """The source, escaped, with each matching span inside <mark>; line numbers kept."""
+    """The source, escaped, with each matching span inside <mark>; line numbers kept. A
+    span over several lines is marked line by line, so that no mark crosses a line break
+    and every line can carry its number."""
     out, at = [], 0
     for start, end in sorted((max(0, s), min(len(source), e)) for s, e in spans):
         if start < at or start >= end:
             continue
         out.append(escape(source[at:start]))
-        out.append(Markup("<mark>") + escape(source[start:end]) + Markup("</mark>"))
+        out.append(Markup("\n").join(Markup("<mark>%s</mark>") % piece if piece else Markup("")
+                                      for piece in source[start:end].split("\n")))
         at = end
     out.append(escape(source[at:]))
-    html = Markup("").join(out)
-    # a mark that spans lines is closed and opened again around each line break, so that
-    # every line can carry its number
-    lines = html.split("\n")
-    numbered, open_mark = [], False
-    for number, line in enumerate(lines, 1):
-        text = (Markup("<mark>") if open_mark else Markup("")) + Markup(line)
-        opens, closes = line.count("<mark>"), line.count("</mark>")
-        open_mark = (open_mark + opens - closes) > 0
-        if open_mark:
-            text += Markup("</mark>")
-        numbered.append(Markup('<span class="ln">%d</span>') % number + text)
-    return Markup("\n").join(numbered)
+    lines = Markup("").join(out).split("\n")
+    return Markup("\n").join(Markup('<span class="ln">%d</span>') % number + Markup(line)
+                             for number, line in enumerate(lines, 1))
 
 
 @router.get("/admin/similarity/{exercise}/pair/{a}/{b}", response_class=HTMLResponse)

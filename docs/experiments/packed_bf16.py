@@ -296,29 +296,10 @@ def _ptxas(fn, constexprs, warps, maxnreg):
 
 
 def ptxas_report():
-    """Compile each variant for sm_90a here (no GPU needed) and ask ptxas for its registers."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    """Each variant compiled for sm_90a here (no GPU needed), with the registers ptxas gives."""
     for name, warps, held, maxnreg in VARIANTS:
-        src = ASTSource(fn=_packed_rows_kernel,
-                        signature={"x_ptr": "*i32", "y_ptr": "*i32", "n_words": "i32",
-                                   "x_row_stride": "i32", "y_row_stride": "i32",
-                                   "WORDS": "constexpr", "HELD_COPY": "constexpr"},
-                        constexprs={"WORDS": 16384, "HELD_COPY": held})
-        options = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
-        with tempfile.TemporaryDirectory() as tmp:
-            ptx = os.path.join(tmp, "k.ptx")
-            with open(ptx, "w") as f:
-                f.write(compiled.asm["ptx"])
-            cap = ["--maxrregcount", str(maxnreg)] if maxnreg else []
-            out = subprocess.run([ptxas, "-arch=sm_90a", "-v", ptx, "-o", os.devnull, *cap],
-                                 capture_output=True, text=True).stderr
-        info = [line.split("info    :")[-1].strip() for line in out.splitlines()
-                if "registers" in line or "spill" in line]
-        print(f"{name:<28} {' | '.join(info)}", flush=True)
+        consts = {"WORDS": 16384, "HELD_COPY": held}
+        print(f"{name:<28} {_ptxas(_packed_rows_kernel, consts, warps, maxnreg)}", flush=True)
     for name, warps, maxnreg in ONCE:
         print(f"{name:<28} {_ptxas(_packed_once_kernel, {'WORDS': 16384}, warps, maxnreg)}",
               flush=True)

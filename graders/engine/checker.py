@@ -70,10 +70,6 @@ class Grader:
         self.close_report: CloseReport | None = None
 
     @property
-    def seed(self) -> int:
-        return self.grading.seed
-
-    @property
     def pool(self) -> RunnerPool:
         return self.grading.pool
 
