@@ -613,6 +613,18 @@ def admin_roster_tokens(key: str, request: Request, user: User = Depends(instruc
 
 # -- the GB/s chart of a GPU result --------------------------------------------------------
 
+def _said(shape: dict) -> dict:
+    """One shape's speed words: the time in the traffic table's terms, the compiled
+    kernels' facts and the warnings with their fixes (old results have only the first)."""
+    diagnosis = shape["diagnosis"]
+    texts = lambda key, pick: [pick(v) for v in diagnosis.get(key) or []  # noqa: E731
+                               if isinstance(pick(v), str)]
+    return {"label": f"{shape.get('rows')}×{shape.get('cols')} {shape.get('dtype')}",
+            "text": diagnosis["text"],
+            "kernels": texts("kernels", lambda k: k.get("text") if isinstance(k, dict) else None),
+            "warnings": texts("warnings", lambda w: w)}
+
+
 def _chart(result: dict | None) -> dict | None:
     """Bars of GB/s per graded shape beside the copy ceiling, as SVG coordinates."""
     shapes = ((result or {}).get("performance") or {}).get("shapes") or []
@@ -631,7 +643,6 @@ def _chart(result: dict | None) -> dict | None:
                      "fraction": s.get("fraction")})
     # what each shape's time says (graders/engine/performance.py words it; old results
     # have none)
-    said = [(f"{s.get('rows')}×{s.get('cols')} {s.get('dtype')}", s["diagnosis"]["text"])
-            for s in shapes if isinstance(s.get("diagnosis"), dict)
+    said = [_said(s) for s in shapes if isinstance(s.get("diagnosis"), dict)
             and isinstance(s["diagnosis"].get("text"), str)]
     return {"bars": bars, "width": width, "height": height, "said": said}

@@ -7,6 +7,7 @@ memory_limit, a job sees no GPU it was not given, and the slot stays healthy.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -136,10 +137,58 @@ def test_reference_passes_in_the_sandbox_on_cuda_with_timing():
     assert result["sandboxed"] is True
     perf = result["performance"]
     _print_performance("reference timed", perf)
+    for s in perf["shapes"]:  # the speed words: what Triton compiled, and any warning
+        print("".join(f"    {s['label']}: {k['text']}\n" for k in s["diagnosis"].get("kernels", [])) +
+              "".join(f"    warning: {w}\n" for w in s["diagnosis"].get("warnings", [])), end="")
     assert len(perf["shapes"]) == 8
     for s in perf["shapes"]:
         assert 0.2 < s["fraction"] <= 1.05 and s["copy_gbs"] > 1000
     assert result["score"] == pytest.approx(100 + perf["points"]) and result["max_score"] == 200
+
+
+SPEED = REPO / "tests" / "fixtures" / "speed"
+
+
+def _timed_shapes(exercise: str, path) -> dict:
+    proc = run_cli("grade", exercise, str(path), "--device", "cuda", "--json")
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "passed", proc.stdout[-2000:]
+    shapes = {s["label"]: s for s in result["performance"]["shapes"]}
+    print(f"\n{path.name}: {result['score']}/{result['max_score']}")
+    for label, s in shapes.items():
+        said = s.get("diagnosis") or {}
+        print(f"  {label}: {s['fraction']:.3f} of copy; {said.get('text')}")
+        print("".join(f"    compiled: {k['text']}\n" for k in said.get("kernels", [])) +
+              "".join(f"    warning: {w}\n" for w in said.get("warnings", [])), end="")
+    return shapes
+
+
+def test_the_speed_words_name_what_slows_each_known_kernel():
+    """Issue 30: three correct kernels, each slow for a known reason, graded as a student's
+    would be; the speed words must name the reason (tests/fixtures/speed/README.md)."""
+    three = _timed_shapes("safe_softmax", SPEED / "three_kernels.py")
+    said = three["1024×32768 float32"]["diagnosis"]  # 128 MiB: every pass from memory
+    assert 3.5 <= said["traversals"] <= 4.5, said
+    assert "like the textbook 3-pass design" in said["text"]
+    assert {k["name"] for k in said["kernels"]} == {"_row_max_kernel", "_row_sum_kernel",
+                                                     "_normalize_kernel"}
+
+    spilling = _timed_shapes("safe_softmax", SPEED / "spilling.py")
+    for label in ("1024×32768 float32", "1024×32768 bfloat16"):
+        said = spilling[label]["diagnosis"]
+        (whole_row,) = [k for k in said["kernels"] if k["name"] == "_whole_row_kernel"]
+        assert whole_row["spill_bytes"] > 0 and whole_row["registers"] == 255, whole_row
+        assert any("spills" in w and "num_warps" in w for w in said["warnings"]), said
+    short = spilling["4096×4096 float32"]["diagnosis"]["kernels"]
+    assert [k["spill_bytes"] for k in short] == [0]  # 32 values a thread: nothing spilled
+
+    rows = _timed_shapes("online_softmax", SPEED / "row_per_program.py")
+    said = rows["64×1048576 float32"]["diagnosis"]
+    assert [k["programs"] for k in said["kernels"]] == [64]
+    assert any(re.search(r"ran 64 programs for \d+ SMs: \d+ SMs had nothing to do", w)
+               for w in said["warnings"]), said
+    wide = rows["256×262144 float32"]["diagnosis"]["warnings"]
+    assert not any("SMs had nothing to do" in w for w in wide)  # 256 programs: every SM busy
 
 
 def test_a_patched_timer_is_not_the_timer(slot, tmp_path):

@@ -6,7 +6,9 @@ and spills, is not here yet: it needs the H200.)"""
 
 from __future__ import annotations
 
+from graders.engine.kernel_words import kernel_words
 from graders.engine.performance import ShapeFigures, speed_diagnosis
+from graders.runner import kernel_facts
 from graders.engine.report import render
 from graders.engine.results import GradeResult
 from graders.shared.vocabulary import Verdict
@@ -57,11 +59,92 @@ def test_the_report_says_it_under_the_table_and_the_score_is_untouched():
     assert "4096×4096 float32: ran in the time of 16 B an element" in text
 
 
+H200 = {"sms": 132, "regs_per_sm": 65536, "threads_per_sm": 2048, "shared_per_sm": 233472,
+        "major": 9, "minor": 0}  # as torch reports it on the H200
+
+
+def kernel(name="softmax_kernel", grid=(4096, 1, 1), warps=4, regs=32, spills=0, shared=0):
+    return {"name": name, "grid": list(grid), "launches": 1, "num_warps": warps,
+            "num_stages": 3, "registers": regs, "spill_bytes": spills, "shared_bytes": shared}
+
+
+def test_programs_an_sm_follow_the_occupancy_rules_and_name_their_limit():
+    said = kernel_words([kernel(regs=32, warps=4)], H200, at_ceiling=True)
+    k = said["kernels"][0]
+    assert (k["programs_per_sm"], k["occupancy"]) == (16, 1.0)  # 16 × 128 threads = 2048
+    assert said["warnings"] == []
+    # 255 registers at 8 warps: 32 units of 256 a warp × 8 warps = all 65536 registers
+    k = kernel_words([kernel(regs=255, warps=8)], H200, at_ceiling=True)["kernels"][0]
+    assert (k["programs_per_sm"], k["limited_by"]) == (1, "registers")
+    assert "1 an SM (registers the limit), occupancy 12 %" in k["text"]
+    # 100 KiB of shared memory: two programs (each keeps 1 KiB more)
+    k = kernel_words([kernel(regs=32, shared=100 << 10)], H200, at_ceiling=True)["kernels"][0]
+    assert (k["programs_per_sm"], k["limited_by"]) == (2, "shared memory")
+    # one warp of few registers: the SM's cap of 32 programs
+    k = kernel_words([kernel(regs=16, warps=1)], H200, at_ceiling=True)["kernels"][0]
+    assert (k["programs_per_sm"], k["limited_by"]) == (32, "the SM's cap on programs")
+
+
+def test_below_the_ceiling_each_limit_gets_its_warning_and_fix():
+    spilling = kernel_words([kernel(regs=255, warps=1, spills=412)], H200, at_ceiling=False)
+    assert any("spills 412 B a thread" in w and "more warps (num_warps)" in w
+               for w in spilling["warnings"])
+    one = kernel_words([kernel(regs=255, warps=8)], H200, at_ceiling=False)["warnings"]
+    assert len(one) == 1 and "allow one program an SM" in one[0]
+    few = kernel_words([kernel(grid=(64, 1, 1), regs=40)], H200, at_ceiling=False)["warnings"]
+    assert few == ["`softmax_kernel` ran 64 programs for 132 SMs: 68 SMs had nothing to do. "
+                   "Split each row over several programs and merge their (m, s) partials, as "
+                   "the online exercise does"]
+    # at the ceiling the same facts are listed, without warnings
+    assert kernel_words([kernel(grid=(64, 1, 1))], H200, at_ceiling=True)["warnings"] == []
+
+
+def test_what_the_runner_says_is_bounded_never_believed():
+    junk = [kernel(regs=9999), kernel(grid=(0, 1, 1)), {"name": 3}, "x", kernel(warps=True),
+            kernel(name="<script>alert(1)</script>k")]
+    said = kernel_words(junk * 10, H200, at_ceiling=False)
+    # only the first 16 entries are looked at: two good ones among them
+    assert [k["name"] for k in said["kernels"]] == ["scriptalert1scriptk"] * 2
+    assert kernel_words([kernel()], {**H200, "sms": -1}, at_ceiling=False) == {}
+    assert kernel_words("many", H200, at_ceiling=False) == {}
+    assert kernel_words([kernel()], None, at_ceiling=False) == {}  # the CPU, HIP, old runners
+
+
+def test_the_runner_groups_a_calls_launches_by_kernel_and_grid():
+    kernel_facts._compiled[7] = {"name": "row_max", "num_warps": 4, "num_stages": 3,
+                                 "registers": 40, "spill_bytes": 0, "shared_bytes": 16}
+    with kernel_facts.watching() as seen:
+        for _ in range(3):
+            kernel_facts.note_launch(7, (4096, 1, 1))
+        kernel_facts.note_launch(8, (1, 1, 1))  # a handle loaded before the hook: no facts
+    kernel_facts.note_launch(7, (4096, 1, 1))  # after the call: not counted
+    with kernel_facts.watching(enabled=False) as unwatched:
+        kernel_facts.note_launch(7, (4096, 1, 1))
+    assert seen == [{"name": "row_max", "num_warps": 4, "num_stages": 3, "registers": 40,
+                     "spill_bytes": 0, "shared_bytes": 16, "grid": [4096, 1, 1], "launches": 3},
+                    {"name": "", "grid": [1, 1, 1], "launches": 1}]
+    assert unwatched == []
+    assert [k["launches"] for k in kernel_words(seen, H200, True)["kernels"]] == [3]
+
+
+def test_the_report_lists_the_compiled_kernels_and_the_warnings():
+    said = {**speed_diagnosis(shape(0.3, rows=64, cols=1 << 20)),
+            **kernel_words([kernel(grid=(64, 1, 1))], H200, at_ceiling=False)}
+    perf = {"points": 30.0, "max_points": 100.0, "fraction_of_copy": 0.3,
+            "shapes": [{**shape(0.3, rows=64, cols=1 << 20).to_json(), "diagnosis": said}]}
+    text = render(GradeResult(exercise="online_softmax", language="triton", device="cuda",
+                              verdict=Verdict.PASSED, score=130.0, performance=perf))
+    assert ("      compiled: softmax_kernel: 64 programs of 4 warps, 32 registers a thread, "
+            "no spills; 16 an SM (registers the limit), occupancy 100 %") in text
+    assert "      warning: `softmax_kernel` ran 64 programs for 132 SMs" in text
+
+
 def test_the_result_page_shows_each_shapes_words(tmp_path):
     from test_server_api import ADMIN, _graded, add_students, running
     from test_web_pages import GPU_RESULT, sign_in
 
-    said = speed_diagnosis(shape(0.5))
+    said = {**speed_diagnosis(shape(0.5)),
+            **kernel_words([kernel(regs=255, warps=1, spills=412)], H200, at_ceiling=False)}
     result = {**GPU_RESULT, "performance": {**GPU_RESULT["performance"], "shapes": [
         {**GPU_RESULT["performance"]["shapes"][0], "fraction": 0.5, "diagnosis": said},
         GPU_RESULT["performance"]["shapes"][1]]}}  # an older result: no words, none shown
@@ -73,4 +156,6 @@ def test_the_result_page_shows_each_shapes_words(tmp_path):
         page = client.get(f"/submissions/{sid}").text
         assert 'id="speed-said"' in page and "<strong>4096×4096 float32</strong>: ran in" in page
         assert "65536×256 bfloat16</strong>:" not in page
+        assert "<code>softmax_kernel: 4096 programs of 1 warps, 255 registers a thread, 412 B " in page
+        assert '<p class="warn" role="note"><strong>Warning:</strong> `softmax_kernel` spills 412 B' in page
         sign_in(client, ADMIN)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from graders.engine.judge import compare_rows
+from graders.engine.kernel_words import kernel_words
 from graders.engine.spec import PerformanceSpec, PerfShape, Tolerance
 from graders.shared import gpuinfo, perfinputs
 from graders.shared.stats import interquartile_spread
@@ -158,6 +159,8 @@ class PerformanceRun:
         self.spec, self.tolerances, self.checks = spec, tolerances, checks_module
         self.session, self.rng, self.gpu_index = session, rng, gpu_index
         self.budget_s = budget_s  # per timed shape, its compiles included
+        # per shape label: the runner's report of its compiled kernels and the GPU's limits
+        self.compiled: dict[str, tuple[Any, Any]] = {}
 
     def run(self) -> dict[str, Any]:
         spec = self.spec
@@ -170,10 +173,16 @@ class PerformanceRun:
             "gbs": round(gbs_mean, 1),
             "points": round(spec.points * geomean, 2),
             "max_points": spec.points,
-            "shapes": [{**f.to_json(), "diagnosis": speed_diagnosis(f)} for f in timed],
+            "shapes": [{**f.to_json(), "diagnosis": self.diagnosis(f)} for f in timed],
             "clocks": gpuinfo.clocks(self.gpu_index),
             "method": METHOD,
         }
+
+    def diagnosis(self, f: ShapeFigures) -> dict[str, Any]:
+        """The time in the traffic table's terms, then what the compiled kernels say."""
+        kernels, limits = self.compiled.get(f.label, (None, None))
+        return {**speed_diagnosis(f),
+                **kernel_words(kernels, limits, at_ceiling=f.fraction >= AT_THE_CEILING)}
 
     def shape(self, shape: PerfShape) -> ShapeFigures:
         """A shape's figures. One run above the copy is timed again before it is refused:
@@ -219,6 +228,7 @@ class PerformanceRun:
                                       f"kernel {during}", flag=False)
         self._check_rows(shape, seed, reps, int(reply.get("pool", 0)), during)
 
+        self.compiled[shape.label] = (reply.get("kernels"), reply.get("device_limits"))
         copy_bytes = reply.get("copy_bytes")
         if not isinstance(copy_bytes, int) or abs(copy_bytes - shape.bytes_moved) > 2:
             raise PerformanceRejected(f"the copy beside the timed calls moved the wrong bytes {during}")

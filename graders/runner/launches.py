@@ -25,7 +25,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from graders.runner import blocks, guard
+from graders.runner import blocks, guard, kernel_facts
 
 # What ``InterpretedKernel`` reports where a compiled kernel reports its resources: an
 # occupancy computed from them (the tutorial's) comes out finite and positive. The
@@ -98,6 +98,7 @@ def _count_gpu_launches() -> None:
 
     def __call__(self, gridX, gridY, gridZ, stream, function, *args):  # noqa: N803
         guard.record_launch(_tensors_in(args), stream)
+        kernel_facts.note_launch(function, (gridX, gridY, gridZ))  # for the speed words
         return original(self, gridX, gridY, gridZ, stream, function, *args)
 
     __call__._graders_counted = True
@@ -199,6 +200,7 @@ def install(device: str) -> None:
     _skip_too_wide_autotune_configs()
     if device == "cuda":
         _count_gpu_launches()
+        kernel_facts.install()
         _count_graph_replays()
         return
     from triton.runtime import interpreter

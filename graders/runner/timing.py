@@ -28,6 +28,7 @@ import math
 import time
 from typing import Any
 
+from graders.runner import kernel_facts
 from graders.shared import perfinputs
 from graders.shared.perfinputs import InputRecipe
 from graders.shared.stats import interquartile_spread  # shared with the checker, which reports it
@@ -98,7 +99,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
 
     state = guard.CallGuard(runner.submission, stream=stream.cuda_stream)
     times, copies, outputs, launches = [], [], [], []
-    events = []
+    events, kernels = [], []
     try:
         for w in range(warmup):  # compiles and autotunes; untimed, unchecked
             fill(0, -1 - w)
@@ -122,7 +123,10 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
         before = state.launches
         record(e0, stream)
         try:
-            out = call(slot, state)
+            # the first timed call's kernels, for the speed words (never the score)
+            with kernel_facts.watching(enabled=i == 0) as seen:
+                out = call(slot, state)
+            kernels.extend(seen)  # empty after the first call
         except Exception:
             if not state.violations:
                 raise
@@ -160,6 +164,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
         "foreign_streams": state.foreign_streams,
         "pool": pool_size,
         "l2_bytes": l2,
+        "kernels": kernels,
+        "device_limits": kernel_facts.device_limits(torch),
         "output": {"shape": list(outputs[0].shape) if outputs else [],
                    "dtype": str(outputs[0].dtype).replace("torch.", "") if outputs else ""},
     }

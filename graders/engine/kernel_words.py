@@ -1,0 +1,162 @@
+"""The compiled kernels behind a timed shape, in the course's words (issue 30).
+
+The runner reports, for the first timed call of a shape, each Triton kernel it launched:
+registers a thread, bytes spilled a thread, shared memory, warps, stages and the grid; and
+the GPU's limits (graders/runner/kernel_facts.py). The submission runs in that process and
+could have written any of it, so here every field is bounded and a malformed entry dropped,
+and what comes out is words beside the score, never part of it.
+
+From the facts: how many programs fit on one SM at once and what limits them (registers,
+threads, shared memory or the SM's cap on blocks), the occupancy that gives, and warnings
+with their fix when something holds the kernel back: spilled registers, one program an
+SM, fewer programs than SMs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+MAX_KERNELS = 16
+REG_ALLOC_UNIT = 256       # registers are given to a warp in units of 256
+WARP = 32
+BLOCK_RESERVED_SHARED = 1024  # shared memory the hardware keeps per block (sm_80 and later)
+# resident blocks an SM allows, by compute capability (CUDA's occupancy table)
+BLOCKS_PER_SM = {(7, 5): 16, (8, 0): 32, (8, 6): 16, (8, 7): 16, (8, 9): 24, (9, 0): 32,
+                 (10, 0): 32, (12, 0): 32}
+DEFAULT_BLOCKS_PER_SM = 16
+_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _int(value: Any, low: int, high: int) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    sms: int
+    regs_per_sm: int
+    threads_per_sm: int
+    shared_per_sm: int
+    blocks_per_sm: int
+
+    @classmethod
+    def from_report(cls, raw: Any) -> "DeviceLimits | None":
+        if not isinstance(raw, dict):
+            return None
+        sms = _int(raw.get("sms"), 1, 4096)
+        regs = _int(raw.get("regs_per_sm"), 1024, 1 << 20)
+        threads = _int(raw.get("threads_per_sm"), 32, 1 << 14)
+        shared = _int(raw.get("shared_per_sm"), 0, 1 << 24)
+        major, minor = _int(raw.get("major"), 1, 99), _int(raw.get("minor"), 0, 99)
+        if None in (sms, regs, threads, shared, major, minor):
+            return None
+        return cls(sms, regs, threads, shared,
+                   BLOCKS_PER_SM.get((major, minor), DEFAULT_BLOCKS_PER_SM))
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    name: str
+    grid: tuple[int, int, int]
+    launches: int
+    num_warps: int
+    registers: int
+    spill_bytes: int
+    shared_bytes: int
+    num_stages: int | None = None
+
+    @classmethod
+    def from_report(cls, raw: Any) -> "KernelFacts | None":
+        if not isinstance(raw, dict):
+            return None
+        grid = raw.get("grid")
+        if not isinstance(grid, list) or len(grid) != 3:
+            return None
+        dims = [_int(g, 1, 1 << 31) for g in grid]
+        fields = [_int(raw.get("launches"), 1, 1 << 20), _int(raw.get("num_warps"), 1, 32),
+                  _int(raw.get("registers"), 1, 255), _int(raw.get("spill_bytes"), 0, 1 << 24),
+                  _int(raw.get("shared_bytes"), 0, 1 << 24)]
+        if None in dims or None in fields or not isinstance(raw.get("name"), str):
+            return None
+        name = _NAME.sub("", raw["name"])[:64] or "kernel"
+        return cls(name, tuple(dims), *fields, num_stages=_int(raw.get("num_stages"), 0, 16))
+
+    @property
+    def programs(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+def kernels_from_report(raw: Any) -> list[KernelFacts]:
+    if not isinstance(raw, list):
+        return []
+    found = (KernelFacts.from_report(r) for r in raw[:MAX_KERNELS])
+    return [k for k in found if k is not None]
+
+
+def programs_per_sm(k: KernelFacts, dev: DeviceLimits) -> tuple[int, str]:
+    """How many programs of ``k`` one SM holds at once, and what stops one more."""
+    warp_regs = math.ceil(k.registers * WARP / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+    limits = {
+        "registers": dev.regs_per_sm // (warp_regs * k.num_warps),
+        "threads": dev.threads_per_sm // (WARP * k.num_warps),
+        "the SM's cap on programs": dev.blocks_per_sm,
+    }
+    if k.shared_bytes and dev.shared_per_sm:
+        limits["shared memory"] = dev.shared_per_sm // (k.shared_bytes + BLOCK_RESERVED_SHARED)
+    limiter = min(limits, key=lambda name: limits[name])
+    return max(0, limits[limiter]), limiter
+
+
+def _warnings(k: KernelFacts, dev: DeviceLimits, per_sm: int, limiter: str) -> list[str]:
+    out = []
+    if k.spill_bytes:
+        out.append(f"`{k.name}` spills {k.spill_bytes} B a thread to local memory: its "
+                   f"{k.registers} registers a thread ran out, and every spilled value goes to "
+                   "memory and back. Hold fewer values a thread: the same block over more "
+                   "warps (num_warps), or a smaller block walked in a loop")
+    if per_sm == 1:
+        out.append(f"`{k.name}`: {limiter} allow one program an SM at a time "
+                   f"({k.registers} registers × {k.num_warps * WARP} threads), so while it "
+                   "reduces, its SM reads nothing. Fewer registers a program (a smaller block, "
+                   "or values held as packed pairs) let two programs share an SM, one loading "
+                   "while the other computes")
+    if k.programs < dev.sms:
+        out.append(f"`{k.name}` ran {k.programs} programs for {dev.sms} SMs: "
+                   f"{dev.sms - k.programs} SMs had nothing to do. Split each row over several "
+                   "programs and merge their (m, s) partials, as the online exercise does")
+    return out
+
+
+def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool) -> dict[str, Any]:
+    """``{"kernels": [...], "warnings": [...]}`` for one shape, or {} when the runner
+    reported nothing usable (the CPU, HIP, an old runner, a submission that wrote junk).
+    No warnings for a shape at the copy ceiling: it has nothing to fix."""
+    dev = DeviceLimits.from_report(raw_limits)
+    kernels = kernels_from_report(raw_kernels)
+    if dev is None or not kernels:
+        return {}
+    listed, warnings = [], []
+    for k in kernels:
+        per_sm, limiter = programs_per_sm(k, dev)
+        occupancy = per_sm * k.num_warps * WARP / dev.threads_per_sm
+        listed.append({**asdict(k), "grid": list(k.grid), "programs": k.programs,
+                       "programs_per_sm": per_sm, "limited_by": limiter,
+                       "occupancy": round(occupancy, 3),
+                       "text": describe(k, per_sm, limiter, occupancy)})
+        if not at_ceiling:
+            warnings += _warnings(k, dev, per_sm, limiter)
+    return {"kernels": listed, "warnings": warnings}
+
+
+def describe(k: KernelFacts, per_sm: int, limiter: str, occupancy: float) -> str:
+    spilled = f"{k.spill_bytes} B spilled a thread" if k.spill_bytes else "no spills"
+    shared = f", {k.shared_bytes / 1024:.1f} KiB shared" if k.shared_bytes else ""
+    times = f" ×{k.launches}" if k.launches > 1 else ""
+    return (f"{k.name}{times}: {k.programs} programs of {k.num_warps} warps, {k.registers} "
+            f"registers a thread, {spilled}{shared}; {per_sm} an SM ({limiter} the limit), "
+            f"occupancy {occupancy * 100:.0f} %")

@@ -1,0 +1,94 @@
+"""What Triton compiled and launched during one timed call, as the runner saw it (issue 30).
+
+For the checker's speed words: each kernel's registers a thread, bytes spilled a thread,
+shared memory, warps and stages, and the grid it ran. They come from the compiled kernel
+(``CompiledKernel._init_handles`` loads the binary and learns registers and spills from the
+driver) and from the launcher (graders.runner.launches, which sees every launch's grid and
+function handle). Informative only: the checker bounds them, words them and never scores
+them (graders/engine/kernel_words.py), because the submission runs in this process and could
+have written any of these numbers itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+MAX_KERNELS = 16  # distinct (kernel, grid) pairs reported for one call; more are dropped
+
+_compiled: dict[int, dict[str, Any]] = {}  # the driver's function handle -> its facts
+_state = threading.local()
+
+
+def install() -> None:
+    """Learn each compiled kernel's facts when its binary is loaded (GPU only)."""
+    from triton.compiler.compiler import CompiledKernel
+
+    original = CompiledKernel._init_handles
+    if getattr(original, "_graders_facts", False):
+        return
+
+    def _init_handles(self):
+        original(self)
+        function = getattr(self, "function", None)
+        if isinstance(function, int) and function not in _compiled:
+            meta = self.metadata
+            _compiled[function] = {
+                "name": str(getattr(self, "name", "")),
+                "num_warps": getattr(meta, "num_warps", None),
+                "num_stages": getattr(meta, "num_stages", None),
+                "registers": getattr(self, "n_regs", None),
+                "spill_bytes": getattr(self, "n_spills", None),
+                "shared_bytes": getattr(meta, "shared", None),
+            }
+
+    _init_handles._graders_facts = True
+    CompiledKernel._init_handles = _init_handles
+
+
+def note_launch(function: Any, grid: tuple[int, int, int]) -> None:
+    """Called by the launcher for every launch; kept only while a call is being watched."""
+    seen = getattr(_state, "seen", None)
+    if seen is not None:
+        seen.append((function, tuple(int(g) for g in grid)))
+
+
+@contextmanager
+def watching(enabled: bool = True) -> Iterator[list[dict[str, Any]]]:
+    """Collect the launches made inside the block; the list yielded is filled on exit with
+    one entry per distinct (kernel, grid), its facts and how many launches it made."""
+    report: list[dict[str, Any]] = []
+    if not enabled:
+        yield report
+        return
+    _state.seen = []
+    try:
+        yield report
+    finally:
+        seen, _state.seen = _state.seen, None
+        report.extend(summarise(seen))
+
+
+def summarise(seen: list[tuple[Any, tuple[int, int, int]]]) -> list[dict[str, Any]]:
+    counts: dict[tuple[Any, tuple[int, int, int]], int] = {}
+    for key in seen:
+        counts[key] = counts.get(key, 0) + 1
+    out = []
+    for (function, grid), launches in list(counts.items())[:MAX_KERNELS]:
+        facts = _compiled.get(function) if isinstance(function, int) else None
+        out.append({**(facts or {"name": ""}), "grid": list(grid), "launches": launches})
+    return out
+
+
+def device_limits(torch) -> dict[str, int]:
+    """What bounds programs an SM on this GPU (torch's device properties)."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {
+        "sms": int(props.multi_processor_count),
+        "regs_per_sm": int(getattr(props, "regs_per_multiprocessor", 65536)),
+        "threads_per_sm": int(getattr(props, "max_threads_per_multi_processor", 2048)),
+        "shared_per_sm": int(getattr(props, "shared_memory_per_multiprocessor", 0)),
+        "major": int(props.major),
+        "minor": int(props.minor),
+    }
