@@ -101,10 +101,10 @@ def kernels_from_report(raw: Any) -> list[KernelFacts]:
 def programs_per_sm(k: KernelFacts, dev: DeviceLimits) -> tuple[int, str]:
     """How many programs of ``k`` one SM holds at once, and what stops one more."""
     warp_regs = math.ceil(k.registers * WARP / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
-    limits = {
-        "registers": dev.regs_per_sm // (warp_regs * k.num_warps),
+    limits = {  # in this order, so that a tie names the SM's own limits first
         "threads": dev.threads_per_sm // (WARP * k.num_warps),
         "the SM's cap on programs": dev.blocks_per_sm,
+        "registers": dev.regs_per_sm // (warp_regs * k.num_warps),
     }
     if k.shared_bytes and dev.shared_per_sm:
         limits["shared memory"] = dev.shared_per_sm // (k.shared_bytes + BLOCK_RESERVED_SHARED)
@@ -125,10 +125,16 @@ def _warnings(k: KernelFacts, dev: DeviceLimits, per_sm: int, limiter: str) -> l
                    "reduces, its SM reads nothing. Fewer registers a program (a smaller block, "
                    "or values held as packed pairs) let two programs share an SM, one loading "
                    "while the other computes")
+    places = per_sm * dev.sms
     if k.programs < dev.sms:
         out.append(f"`{k.name}` ran {k.programs} programs for {dev.sms} SMs: "
                    f"{dev.sms - k.programs} SMs had nothing to do. Split each row over several "
                    "programs and merge their (m, s) partials, as the online exercise does")
+    elif k.programs * 2 < places:  # under half of them
+        out.append(f"`{k.name}` ran {k.programs} programs where the GPU holds {places} at "
+                   f"once ({per_sm} an SM on {dev.sms} SMs): most places stayed empty, so too "
+                   "few loads were in flight to keep memory busy. More, smaller programs (rows "
+                   "split over several, merging their (m, s) partials) fill them")
     return out
 
 
@@ -155,7 +161,8 @@ def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool) -> dict[st
 
 def describe(k: KernelFacts, per_sm: int, limiter: str, occupancy: float) -> str:
     spilled = f"{k.spill_bytes} B spilled a thread" if k.spill_bytes else "no spills"
-    shared = f", {k.shared_bytes / 1024:.1f} KiB shared" if k.shared_bytes else ""
+    shared = ("" if not k.shared_bytes else f", {k.shared_bytes} B shared"
+              if k.shared_bytes < 1024 else f", {k.shared_bytes / 1024:.1f} KiB shared")
     times = f" ×{k.launches}" if k.launches > 1 else ""
     return (f"{k.name}{times}: {k.programs} programs of {k.num_warps} warps, {k.registers} "
             f"registers a thread, {spilled}{shared}; {per_sm} an SM ({limiter} the limit), "

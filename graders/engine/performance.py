@@ -97,11 +97,11 @@ def speed_diagnosis(f: ShapeFigures) -> dict[str, Any]:
                        f"{least:.0f} B an element")
         return out
     nearest = min(DESIGNS, key=lambda d: abs(d[0] - passes))
-    design = nearest[1] if abs(nearest[0] - passes) <= 0.5 else (
+    design = f"like {nearest[1]}" if abs(nearest[0] - passes) <= 0.5 else (
         "more than any design of the traffic table moves" if passes > 4.5 else "")
     out["text"] = (f"ran in the time of {like:.0f} B an element at the copy's speed, "
                    f"{passes:.1f} traversals of x, where {least:.0f} B ({least / size:.2g}) is "
-                   f"the least" + (f": like {design}" if design else "") +
+                   f"the least" + (f": {design}" if design else "") +
                    ". Either the kernel moves that much (a pass more than needed: fuse it), or "
                    "its time goes elsewhere (programs waiting on each other, too few programs "
                    "for the SMs, registers spilled)")
