@@ -622,7 +622,8 @@ def _said(shape: dict) -> dict:
     return {"label": f"{shape.get('rows')}×{shape.get('cols')} {shape.get('dtype')}",
             "text": diagnosis["text"],
             "kernels": texts("kernels", lambda k: k.get("text") if isinstance(k, dict) else None),
-            "warnings": texts("warnings", lambda w: w)}
+            # a kernel's name is written `name`: split there, so the page sets it as code
+            "warnings": [w.split("`") for w in texts("warnings", lambda w: w)]}
 
 
 def _chart(result: dict | None) -> dict | None:

@@ -166,5 +166,6 @@ def test_the_result_page_shows_each_shapes_words(tmp_path):
         assert 'id="speed-said"' in page and "<strong>4096×4096 float32</strong>: ran in" in page
         assert "65536×256 bfloat16</strong>:" not in page
         assert "<code>softmax_kernel: 4096 programs of 1 warps, 255 registers a thread, 412 B " in page
-        assert '<p class="warn" role="note"><strong>Warning:</strong> `softmax_kernel` spills 412 B' in page
+        assert ('<p class="warn" role="note"><strong>Warning:</strong> <code>softmax_kernel</code> '
+                'spills 412 B') in page
         sign_in(client, ADMIN)
