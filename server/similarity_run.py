@@ -1,13 +1,15 @@
 """A similarity run, in a process of its own: ``python -m server.similarity_run``, with its
 job as one JSON line on stdin (the report's id, the database URL, each language's skeleton).
 
-copydetect (a winnowing detector in the manner of MOSS) fingerprints each student's latest
-submission per language: the code is tokenized and its names replaced, so that renaming
-variables changes nothing, and the fingerprints of the exercise's skeleton are boilerplate,
-left out of every match. Every pair of students in one language is compared; a pair's
-similarity is the larger of the two shares of matched tokens (a copy inside a longer file
-still shows). The pairs at or above ``FLOOR`` are stored, most similar first, with the
-character spans that match in each source, and the report is marked done.
+copydetect (a winnowing detector in the manner of MOSS) fingerprints, for each student and
+language, their best submission (highest score, the later of equal ones) and their latest:
+the code is tokenized and its names replaced, so that renaming variables changes nothing,
+and the fingerprints of the exercise's skeleton are boilerplate, left out of every match.
+Every pair of students in one language is compared, each of one's files against each of the
+other's; a pair's similarity is its most similar two files, each two scored by the larger of
+their two shares of matched tokens (a copy inside a longer file still shows). The pairs at or
+above ``FLOOR`` are stored, most similar first, with the character spans that match in each
+source, and the report is marked done.
 
 It runs apart from the server because copydetect brings numpy and matplotlib, which the
 server's process never imports (tests/test_import_graph.py), and so that a run over a large
@@ -59,21 +61,24 @@ def compare(sources: list[Source], skeletons: dict[str, str]) -> list[dict]:
                    for language, text in skeletons.items() if text}
     prints = {s.submission_id: fingerprint(s.text, s.language, boilerplate.get(s.language))
               for s in sources}
-    pairs = []
+    best: dict[tuple[str, str, str], dict] = {}  # (user, user, language) -> its closest files
     for a, b in combinations(sources, 2):
         if a.language != b.language or a.user == b.user:
             continue
+        if a.user > b.user:
+            a, b = b, a
         _, (share_a, share_b), (spans_a, spans_b) = compare_files(prints[a.submission_id],
                                                                   prints[b.submission_id])
         similarity = float(max(share_a, share_b))
-        if similarity < FLOOR:
+        key = (a.user, b.user, a.language)
+        if similarity < FLOOR or similarity <= best.get(key, {}).get("similarity", -1.0):
             continue
-        pairs.append({"a": a.submission_id, "b": b.submission_id,
-                      "a_user": a.user, "b_user": b.user, "language": a.language,
-                      "similarity": round(similarity, 4), "a_share": round(float(share_a), 4),
-                      "b_share": round(float(share_b), 4),
-                      "a_spans": _spans(spans_a), "b_spans": _spans(spans_b)})
-    pairs.sort(key=lambda p: (-p["similarity"], p["a"], p["b"]))
+        best[key] = {"a": a.submission_id, "b": b.submission_id,
+                     "a_user": a.user, "b_user": b.user, "language": a.language,
+                     "similarity": round(similarity, 4), "a_share": round(float(share_a), 4),
+                     "b_share": round(float(share_b), 4),
+                     "a_spans": _spans(spans_a), "b_spans": _spans(spans_b)}
+    pairs = sorted(best.values(), key=lambda p: (-p["similarity"], p["a"], p["b"]))
     return pairs[:MAX_PAIRS]
 
 
@@ -84,12 +89,19 @@ def _spans(slices) -> list[list[int]]:
     return [[int(s), int(e)] for s, e in zip(slices[0], slices[1])]
 
 
-def latest_sources(db, exercise: str) -> list[Source]:
-    """Each student's latest submission per language for ``exercise``."""
+def candidate_sources(db, exercise: str) -> list[Source]:
+    """Each student's best submission per language for ``exercise`` (the highest score, the
+    later of equal ones) and their latest; one file when those are the same."""
     latest = (select(func.max(Submission.id)).where(Submission.exercise == exercise)
               .group_by(Submission.user_id, Submission.language))
+    ranked = (select(Submission.id, func.row_number().over(
+        partition_by=(Submission.user_id, Submission.language),
+        order_by=(Submission.score.desc(), Submission.id.desc())).label("rank"))
+        .where(Submission.exercise == exercise, Submission.score.is_not(None)).subquery())
+    best = select(ranked.c.id).where(ranked.c.rank == 1)
     rows = db.execute(select(Submission, User.username).join(User, User.id == Submission.user_id)
-                      .where(Submission.id.in_(latest)).order_by(Submission.id)).all()
+                      .where(Submission.id.in_(latest) | Submission.id.in_(best))
+                      .order_by(Submission.id)).all()
     return [Source(s.id, username, s.language, s.source) for s, username in rows]
 
 
@@ -101,7 +113,7 @@ def run(job: dict) -> None:
         if report is None:
             return
         try:
-            sources = latest_sources(db, report.exercise)
+            sources = candidate_sources(db, report.exercise)
             report.pairs = compare(sources, job.get("skeletons") or {})
             report.submissions = len(sources)
             report.status = "done"

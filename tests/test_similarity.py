@@ -10,7 +10,7 @@ import re
 import time
 
 from conftest import REPO
-from server.models import Flag, Submission
+from server.models import Flag, Status, Submission
 from server.similarity_run import FLOOR, Source, compare
 from test_server_api import ADMIN, NoDispatch, add_students, auth, running, submit
 from test_web_pages import form_token, sign_in
@@ -124,3 +124,36 @@ def test_hip_files_are_compared_as_cpp_and_only_with_hip():
                     {"hip": skeleton, "triton": SKELETON})
     assert [(p["a"], p["b"], p["language"]) for p in pairs] == [(1, 2, "hip")]
     assert pairs[0]["similarity"] >= 0.9
+
+
+def test_a_students_best_file_is_compared_as_well_as_their_latest(database_url):
+    """A copy of ada's best submission is found after ada hands in something else: each
+    student brings their best (highest score) and their latest file, and a pair of students
+    is as similar as their two closest files (SQLite and PostgreSQL choose the same)."""
+    from server.similarity_run import candidate_sources
+
+    with running(database_url, dispatcher=NoDispatch()) as client:
+        tokens = add_students(client, "ada", "bob", "cy")
+
+        def graded(name, source, score):  # one in flight at a time: grade it by hand
+            sid = submit(client, tokens[name], source).json()["id"]
+            with client.app.state.sessionmaker.begin() as db:
+                row = db.get(Submission, sid)
+                row.status, row.score = Status.GRADED, score
+            return sid
+
+        best = graded("ada", ORIGINAL, 100.0)
+        later = graded("ada", INDEPENDENT[0], 40.0)
+        copy = graded("bob", COPY, None)  # not graded yet: still its latest
+        graded("cy", INDEPENDENT[1], 90.0)
+        cy_high = graded("cy", INDEPENDENT[1] + "\n# again\n", 90.0)
+        cy_last = graded("cy", SKELETON, 10.0)
+        with client.app.state.sessionmaker() as db:
+            sources = candidate_sources(db, "safe_softmax")
+        # ada: best and latest; bob: one file, both; cy: the later of two equal bests, latest
+        assert [s.submission_id for s in sources] == [best, later, copy, cy_high, cy_last]
+        pairs = compare(sources, {"triton": SKELETON})
+        assert (pairs[0]["a"], pairs[0]["b"], pairs[0]["a_user"]) == (best, copy, "ada")
+        assert pairs[0]["similarity"] >= 0.9
+        # one line per pair of students, their closest files
+        assert len({(p["a_user"], p["b_user"]) for p in pairs}) == len(pairs)
