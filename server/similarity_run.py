@@ -77,16 +77,34 @@ def compare(sources: list[Source], skeletons: dict[str, str]) -> list[dict]:
                      "a_user": a.user, "b_user": b.user, "language": a.language,
                      "similarity": round(similarity, 4), "a_share": round(float(share_a), 4),
                      "b_share": round(float(share_b), 4),
-                     "a_spans": _spans(spans_a), "b_spans": _spans(spans_b)}
+                     "a_spans": _spans(spans_a, a.text), "b_spans": _spans(spans_b, b.text)}
     pairs = sorted(best.values(), key=lambda p: (-p["similarity"], p["a"], p["b"]))
     return pairs[:MAX_PAIRS]
 
 
-def _spans(slices) -> list[list[int]]:
-    """copydetect's 2×N (starts, ends) array as [[start, end], ...] of plain ints."""
+def _spans(slices, text: str) -> list[list[int]]:
+    """copydetect's 2×N (starts, ends) array as [[start, end], ...] of plain ints, each
+    widened to whole words: its offsets can fall inside one ("@t|riton.jit", "re|turn"),
+    and a mark that cuts a name in two reads as a bug in the view."""
     if len(slices) != 2 or len(slices[0]) == 0:
         return []
-    return [[int(s), int(e)] for s, e in zip(slices[0], slices[1])]
+    return [list(_whole_words(text, int(s), int(e))) for s, e in zip(slices[0], slices[1])]
+
+
+def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:
+    def inside(i: int) -> bool:  # text[i - 1] and text[i] are parts of one word
+        return 0 < i < len(text) and _word(text[i - 1]) and _word(text[i])
+
+    start, end = max(0, min(start, len(text))), max(0, min(end, len(text)))
+    while inside(start):
+        start -= 1
+    while inside(end):
+        end += 1
+    return start, end
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def candidate_sources(db, exercise: str) -> list[Source]:

@@ -44,6 +44,16 @@ def test_a_renamed_copy_is_flagged_and_independent_solutions_are_not():
     top = pairs[0]
     assert (top["a"], top["b"]) == (1, 2) and top["similarity"] >= 0.9, pairs[:3]
     assert top["a_spans"] and top["b_spans"]  # where the match is, in each file
+    # every mark starts and ends between words (copydetect's own offsets cut "re|turn")
+    def word(char):
+        return char.isalnum() or char == "_"
+
+    for text, spans in ((ORIGINAL, top["a_spans"]), (COPY, top["b_spans"])):
+        for start, end in spans:
+            for i in (start, end):
+                assert not (0 < i < len(text) and word(text[i - 1]) and word(text[i])), (
+                    text[max(0, i - 10):i], text[i:i + 10])
+        assert text[spans[0][0]:].startswith("triton.jit"), text[spans[0][0]:][:20]
     scores = {(p["a"], p["b"]): p["similarity"] for p in pairs}
     assert scores.get((3, 4), 0.0) < 0.9, scores
     assert all(p["similarity"] >= FLOOR for p in pairs)
