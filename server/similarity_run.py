@@ -88,7 +88,14 @@ def _spans(slices, text: str) -> list[list[int]]:
     and a mark that cuts a name in two reads as a bug in the view."""
     if len(slices) != 2 or len(slices[0]) == 0:
         return []
-    return [list(_whole_words(text, int(s), int(e))) for s, e in zip(slices[0], slices[1])]
+    widened = sorted(_whole_words(text, int(s), int(e)) for s, e in zip(slices[0], slices[1]))
+    merged: list[list[int]] = []
+    for start, end in widened:  # widening can make two spans meet: one mark, not two
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
 
 
 def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:

@@ -620,7 +620,7 @@ def _said(shape: dict) -> dict:
     texts = lambda key, pick: [pick(v) for v in diagnosis.get(key) or []  # noqa: E731
                                if isinstance(pick(v), str)]
     return {"label": f"{shape.get('rows')}×{shape.get('cols')} {shape.get('dtype')}",
-            "text": diagnosis["text"],
+            "text": diagnosis.get("text") if isinstance(diagnosis.get("text"), str) else "",
             "kernels": texts("kernels", lambda k: k.get("text") if isinstance(k, dict) else None),
             # a kernel's name is written `name`: split there, so the page sets it as code
             "warnings": [w.split("`") for w in texts("warnings", lambda w: w)]}
@@ -645,5 +645,5 @@ def _chart(result: dict | None) -> dict | None:
     # what each shape's time says (graders/engine/performance.py words it; old results
     # have none)
     said = [_said(s) for s in shapes if isinstance(s.get("diagnosis"), dict)
-            and isinstance(s["diagnosis"].get("text"), str)]
+            and s["diagnosis"]]
     return {"bars": bars, "width": width, "height": height, "said": said}

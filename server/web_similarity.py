@@ -54,7 +54,8 @@ def marked(source: str, spans: list[list[int]]) -> Markup:
     and every line can carry its number."""
     out, at = [], 0
     for start, end in sorted((max(0, s), min(len(source), e)) for s, e in spans):
-        if start < at or start >= end:
+        start = max(start, at)  # an overlap (a report stored before spans were merged)
+        if start >= end:
             continue
         out.append(escape(source[at:start]))
         out.append(Markup("\n").join(Markup("<mark>%s</mark>") % piece if piece else Markup("")

@@ -112,7 +112,7 @@ def test_the_instructor_computes_reads_compares_and_flags(tmp_path):
         view = client.get(pair_url)
         assert view.status_code == 200 and view.text.count("<mark>") >= 2
         assert "&lt;" not in COPY or "&lt;" in view.text  # the sources are escaped
-        r = client.post(f"/admin/similarity/safe_softmax/flag",
+        r = client.post("/admin/similarity/safe_softmax/flag",
                         data={"a": top["a"], "b": top["b"], "csrf": form_token(client, pair_url)},
                         follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"].endswith("?done=flagged")
@@ -167,3 +167,19 @@ def test_a_students_best_file_is_compared_as_well_as_their_latest(database_url):
         assert pairs[0]["similarity"] >= 0.9
         # one line per pair of students, their closest files
         assert len({(p["a_user"], p["b_user"]) for p in pairs}) == len(pairs)
+
+
+def test_marks_widened_to_whole_words_are_merged_where_they_meet():
+    """copydetect can split one match inside a word ("imp|ort"): widened, the two spans
+    overlap, and the view must mark both whole (it once dropped the second)."""
+    from server.similarity_run import _spans
+    from server.web_similarity import marked
+
+    text = "from x import y\nz = 1\n"
+    # copydetect's slices: a row of starts and a row of ends
+    assert _spans([[0, 8], [10, 21]], text) == [[0, 21]]  # "from x imp", "port y\nz = 1"
+    assert _spans([[0, 7], [4, 9]], text) == [[0, 4], [7, 13]]  # "from", "im" -> "import"
+    assert _spans([[], []], text) == []
+    # a report stored before merging: overlapping spans still mark everything they cover
+    html = str(marked("from x import y\nz = 1", [[0, 8], [6, 22]])).replace("</mark><mark>", "")
+    assert "<mark>from x import y</mark>" in html and "<mark>z = 1</mark>" in html, html

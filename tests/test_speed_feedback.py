@@ -1,16 +1,17 @@
-"""Feedback that teaches speed (issue 30, its first half, the part the checker words from the
-figures it derives itself): each timed shape's time read as bytes per element against the
-least the shape needs, in the traffic table's terms; in the JSON, the CLI report and the
-result page; never part of the score. (What the runner's compiled kernels say, registers
-and spills, is not here yet: it needs the H200.)"""
+"""Feedback that teaches speed (issue 30): each timed shape's time read as bytes per element
+against the least the shape needs, in the traffic table's terms; then what the runner says of
+the compiled kernels (registers, spills, shared memory, warps, the grid), bounded and worded by
+the checker (graders/engine/kernel_words.py); in the JSON, the CLI report and the result page;
+never part of the score. The three known fixtures, diagnosed on the H200, are in
+tests/test_gpu.py."""
 
 from __future__ import annotations
 
 from graders.engine.kernel_words import kernel_words
 from graders.engine.performance import ShapeFigures, speed_diagnosis
-from graders.runner import kernel_facts
 from graders.engine.report import render
 from graders.engine.results import GradeResult
+from graders.runner import kernel_facts
 from graders.shared.vocabulary import Verdict
 
 
@@ -83,6 +84,16 @@ def test_programs_an_sm_follow_the_occupancy_rules_and_name_their_limit():
     assert (k["programs_per_sm"], k["limited_by"]) == (2, "shared memory")
     assert ", 100.0 KiB shared; 2 an SM (shared memory the limit)" in k["text"]
     assert ", 16 B shared; " in kernel_words([kernel(shared=16)], H200, True)["kernels"][0]["text"]
+    # CUDA's partitions: 40 registers at 2 warps fit 24 programs (12 warps a partition,
+    # 48 in all), not 65536 // (1280 × 2) = 25
+    k = kernel_words([kernel(regs=40, warps=2)], H200, at_ceiling=True)["kernels"][0]
+    assert (k["programs_per_sm"], k["limited_by"], k["occupancy"]) == (24, "registers", 0.75)
+    # shared memory in units of 128 B, with 1 KiB kept a block from compute capability 8.0
+    k = kernel_words([kernel(warps=1, regs=16, shared=8000)], H200, True)["kernels"][0]
+    assert k["programs_per_sm"] == 233472 // 9088  # (8000 + 1024) rounded up to 128 B: 25
+    turing = {**H200, "major": 7, "minor": 5, "shared_per_sm": 65536, "threads_per_sm": 1024}
+    k = kernel_words([kernel(warps=1, regs=16, shared=8000)], turing, True)["kernels"][0]
+    assert k["programs_per_sm"] == 65536 // 8064  # 8000 rounded up to 128 B, nothing kept: 8
     # one warp of few registers: the SM's cap of 32 programs
     k = kernel_words([kernel(regs=16, warps=1)], H200, at_ceiling=True)["kernels"][0]
     assert (k["programs_per_sm"], k["limited_by"]) == (32, "the SM's cap on programs")
@@ -93,11 +104,20 @@ def test_below_the_ceiling_each_limit_gets_its_warning_and_fix():
     assert any("spills 412 B a thread" in w and "more warps (num_warps)" in w
                for w in spilling["warnings"])
     one = kernel_words([kernel(regs=255, warps=8)], H200, at_ceiling=False)["warnings"]
-    assert len(one) == 1 and "allow one program an SM" in one[0]
+    assert len(one) == 1 and "its registers leave room for one program an SM" in one[0]
+    assert "Fewer registers a program (fewer values held a thread" in one[0]
+    # one program an SM by its shared memory: the fix is about shared memory, not registers
+    (big,) = kernel_words([kernel(shared=150 << 10)], H200, at_ceiling=False)["warnings"]
+    assert "its shared memory leaves room for one" in big and "Less shared memory a program (fewer num_stages" in big
     few = kernel_words([kernel(grid=(64, 1, 1), regs=40)], H200, at_ceiling=False)["warnings"]
     assert few == ["`softmax_kernel` ran 64 programs for 132 SMs: 68 SMs had nothing to do. "
-                   "Split each row over several programs and merge their (m, s) partials, as "
-                   "the online exercise does"]
+                   "Split each program's work over several programs and combine their partial "
+                   "results"]
+    # a small helper of one program a row beside a wide kernel is no fault: only the call's
+    # largest grid is judged (split rows, then a merge of 64 rows' partials)
+    helper = kernel_words([kernel("chunk_stats", grid=(64, 128, 1)), kernel("merge", (64, 1, 1))],
+                          H200, at_ceiling=False)
+    assert helper["warnings"] == []
     # 256 programs where 8 an SM × 132 SMs = 1056 fit: most places empty (measured on the
     # H200: tests/fixtures/speed/row_per_program.py at 256×262144, 0.45 of copy)
     (half,) = kernel_words([kernel(grid=(256, 1, 1), warps=8)], H200, False)["warnings"]
@@ -143,8 +163,8 @@ def test_the_report_lists_the_compiled_kernels_and_the_warnings():
             "shapes": [{**shape(0.3, rows=64, cols=1 << 20).to_json(), "diagnosis": said}]}
     text = render(GradeResult(exercise="online_softmax", language="triton", device="cuda",
                               verdict=Verdict.PASSED, score=130.0, performance=perf))
-    assert ("      compiled: softmax_kernel: 64 programs of 4 warps, 32 registers a thread, "
-            "no spills; 16 an SM (threads the limit), occupancy 100 %") in text
+    assert ("      compiled: softmax_kernel: 64 programs of 4 warps, 3 stages, 32 registers a "
+            "thread, no spills; 16 an SM (threads the limit), occupancy 100 %") in text
     assert "      warning: `softmax_kernel` ran 64 programs for 132 SMs" in text
 
 
@@ -165,7 +185,8 @@ def test_the_result_page_shows_each_shapes_words(tmp_path):
         page = client.get(f"/submissions/{sid}").text
         assert 'id="speed-said"' in page and "<strong>4096×4096 float32</strong>: ran in" in page
         assert "65536×256 bfloat16</strong>:" not in page
-        assert "<code>softmax_kernel: 4096 programs of 1 warps, 255 registers a thread, 412 B " in page
+        assert ("<code>softmax_kernel: 4096 programs of 1 warp, 3 stages, 255 registers a thread, "
+                "412 B ") in page
         assert ('<p class="warn" role="note"><strong>Warning:</strong> <code>softmax_kernel</code> '
                 'spills 412 B') in page
         sign_in(client, ADMIN)

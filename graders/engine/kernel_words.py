@@ -7,9 +7,11 @@ could have written any of it, so here every field is bounded and a malformed ent
 and what comes out is words beside the score, never part of it.
 
 From the facts: how many programs fit on one SM at once and what limits them (registers,
-threads, shared memory or the SM's cap on blocks), the occupancy that gives, and warnings
-with their fix when something holds the kernel back: spilled registers, one program an
-SM, fewer programs than SMs.
+threads, shared memory or the SM's cap on blocks, by the rules of CUDA's occupancy
+calculator), the occupancy that gives, and warnings with their fix when something holds the
+kernel back: spilled registers, one program an SM, and, judged on the call's largest grid
+(a small helper kernel of one program a row is no fault), fewer programs than SMs or fewer
+than half the places the GPU holds. The words name no exercise: the engine grades any.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from typing import Any
 
 MAX_KERNELS = 16
 REG_ALLOC_UNIT = 256       # registers are given to a warp in units of 256
+REG_PARTITIONS = 4         # an SM's registers are split over 4 schedulers' partitions
+SHARED_ALLOC_UNIT = 128    # shared memory is given to a block in units of 128 B
 WARP = 32
-BLOCK_RESERVED_SHARED = 1024  # shared memory the hardware keeps per block (sm_80 and later)
-# resident blocks an SM allows, by compute capability (CUDA's occupancy table)
-BLOCKS_PER_SM = {(7, 5): 16, (8, 0): 32, (8, 6): 16, (8, 7): 16, (8, 9): 24, (9, 0): 32,
-                 (10, 0): 32, (12, 0): 32}
-DEFAULT_BLOCKS_PER_SM = 16
+# shared memory the hardware keeps per block from compute capability 8.0 on
+BLOCK_RESERVED_SHARED = 1024
+# resident blocks an SM allows, by compute capability (CUDA's occupancy table); unknown
+# ones get the common 32, so that the cap is not named as a limit it is not
+BLOCKS_PER_SM = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24}
+DEFAULT_BLOCKS_PER_SM = 32
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -43,6 +48,7 @@ class DeviceLimits:
     threads_per_sm: int
     shared_per_sm: int
     blocks_per_sm: int
+    reserved_shared: int = BLOCK_RESERVED_SHARED
 
     @classmethod
     def from_report(cls, raw: Any) -> "DeviceLimits | None":
@@ -56,7 +62,8 @@ class DeviceLimits:
         if None in (sms, regs, threads, shared, major, minor):
             return None
         return cls(sms, regs, threads, shared,
-                   BLOCKS_PER_SM.get((major, minor), DEFAULT_BLOCKS_PER_SM))
+                   BLOCKS_PER_SM.get((major, minor), DEFAULT_BLOCKS_PER_SM),
+                   BLOCK_RESERVED_SHARED if major >= 8 else 0)
 
 
 @dataclass(frozen=True)
@@ -101,18 +108,34 @@ def kernels_from_report(raw: Any) -> list[KernelFacts]:
 def programs_per_sm(k: KernelFacts, dev: DeviceLimits) -> tuple[int, str]:
     """How many programs of ``k`` one SM holds at once, and what stops one more."""
     warp_regs = math.ceil(k.registers * WARP / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+    # whole warps per partition: a warp's registers never straddle two partitions
+    warps_by_regs = dev.regs_per_sm // REG_PARTITIONS // warp_regs * REG_PARTITIONS
     limits = {  # in this order, so that a tie names the SM's own limits first
         "threads": dev.threads_per_sm // (WARP * k.num_warps),
         "the SM's cap on programs": dev.blocks_per_sm,
-        "registers": dev.regs_per_sm // (warp_regs * k.num_warps),
+        "registers": warps_by_regs // k.num_warps,
     }
     if k.shared_bytes and dev.shared_per_sm:
-        limits["shared memory"] = dev.shared_per_sm // (k.shared_bytes + BLOCK_RESERVED_SHARED)
+        block = math.ceil((k.shared_bytes + dev.reserved_shared) / SHARED_ALLOC_UNIT)
+        limits["shared memory"] = dev.shared_per_sm // (block * SHARED_ALLOC_UNIT)
     limiter = min(limits, key=lambda name: limits[name])
     return max(0, limits[limiter]), limiter
 
 
-def _warnings(k: KernelFacts, dev: DeviceLimits, per_sm: int, limiter: str) -> list[str]:
+# what fills an SM with one program, as a sentence's subject, and what to change
+ONE_AN_SM_SUBJECT = {"registers": "its registers leave", "threads": "its threads leave",
+                     "shared memory": "its shared memory leaves",
+                     "the SM's cap on programs": "the SM's cap on programs leaves"}
+ONE_AN_SM_FIX = {
+    "registers": "fewer registers a program (fewer values held a thread: a smaller block, "
+                 "or the same block over more warps)",
+    "shared memory": "less shared memory a program (fewer num_stages, smaller tiles)",
+    "threads": "fewer threads a program (fewer num_warps, each doing more)",
+    "the SM's cap on programs": "more work a program",
+}
+
+
+def _kernel_warnings(k: KernelFacts, per_sm: int, limiter: str) -> list[str]:
     out = []
     if k.spill_bytes:
         out.append(f"`{k.name}` spills {k.spill_bytes} B a thread to local memory: its "
@@ -120,22 +143,27 @@ def _warnings(k: KernelFacts, dev: DeviceLimits, per_sm: int, limiter: str) -> l
                    "memory and back. Hold fewer values a thread: the same block over more "
                    "warps (num_warps), or a smaller block walked in a loop")
     if per_sm == 1:
-        out.append(f"`{k.name}`: {limiter} allow one program an SM at a time "
-                   f"({k.registers} registers × {k.num_warps * WARP} threads), so while it "
-                   "reduces, its SM reads nothing. Fewer registers a program (a smaller block, "
-                   "or values held as packed pairs) let two programs share an SM, one loading "
-                   "while the other computes")
+        fix = ONE_AN_SM_FIX[limiter]
+        out.append(f"`{k.name}`: {ONE_AN_SM_SUBJECT[limiter]} room for one program an SM at "
+                   "a time, so while that program computes or waits, its SM has no other to "
+                   f"switch to and reads nothing. {fix[0].upper() + fix[1:]} would let two "
+                   "programs share an SM, one loading while the other computes")
+    return out
+
+
+def _grid_warnings(k: KernelFacts, dev: DeviceLimits, per_sm: int) -> list[str]:
+    """About the call's largest grid: when even it leaves the GPU underused."""
     places = per_sm * dev.sms
     if k.programs < dev.sms:
-        out.append(f"`{k.name}` ran {k.programs} programs for {dev.sms} SMs: "
-                   f"{dev.sms - k.programs} SMs had nothing to do. Split each row over several "
-                   "programs and merge their (m, s) partials, as the online exercise does")
-    elif k.programs * 2 < places:  # under half of them
-        out.append(f"`{k.name}` ran {k.programs} programs where the GPU holds {places} at "
-                   f"once ({per_sm} an SM on {dev.sms} SMs): most places stayed empty, so too "
-                   "few loads were in flight to keep memory busy. More, smaller programs (rows "
-                   "split over several, merging their (m, s) partials) fill them")
-    return out
+        return [f"`{k.name}` ran {k.programs} {_plural(k.programs, 'program')} for "
+                f"{dev.sms} SMs: {dev.sms - k.programs} SMs had nothing to do. Split each "
+                "program's work over several programs and combine their partial results"]
+    if k.programs * 2 < places:  # under half of them
+        return [f"`{k.name}` ran {k.programs} programs where the GPU holds {places} at once "
+                f"({per_sm} an SM on {dev.sms} SMs): most places stayed empty, so too few "
+                "loads were in flight to keep memory busy. More, smaller programs (each "
+                "program's work split over several, their partial results combined) fill them"]
+    return []
 
 
 def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool) -> dict[str, Any]:
@@ -155,15 +183,24 @@ def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool) -> dict[st
                        "occupancy": round(occupancy, 3),
                        "text": describe(k, per_sm, limiter, occupancy)})
         if not at_ceiling:
-            warnings += _warnings(k, dev, per_sm, limiter)
+            warnings += _kernel_warnings(k, per_sm, limiter)
+    if not at_ceiling:
+        largest = max(kernels, key=lambda k: k.programs)
+        warnings += _grid_warnings(largest, dev, programs_per_sm(largest, dev)[0])
     return {"kernels": listed, "warnings": warnings}
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
 
 
 def describe(k: KernelFacts, per_sm: int, limiter: str, occupancy: float) -> str:
     spilled = f"{k.spill_bytes} B spilled a thread" if k.spill_bytes else "no spills"
     shared = ("" if not k.shared_bytes else f", {k.shared_bytes} B shared"
               if k.shared_bytes < 1024 else f", {k.shared_bytes / 1024:.1f} KiB shared")
+    stages = f", {k.num_stages} {_plural(k.num_stages, 'stage')}" if k.num_stages else ""
     times = f" ×{k.launches}" if k.launches > 1 else ""
-    return (f"{k.name}{times}: {k.programs} programs of {k.num_warps} warps, {k.registers} "
-            f"registers a thread, {spilled}{shared}; {per_sm} an SM ({limiter} the limit), "
+    return (f"{k.name}{times}: {k.programs} {_plural(k.programs, 'program')} of {k.num_warps} "
+            f"{_plural(k.num_warps, 'warp')}{stages}, {k.registers} registers a thread, "
+            f"{spilled}{shared}; {per_sm} an SM ({limiter} the limit), "
             f"occupancy {occupancy * 100:.0f} %")

@@ -50,12 +50,11 @@ def _performance(perf: dict | None) -> list[str]:
     for s in perf["shapes"]:
         lines.append(f"  {s['label']:<34} {s['ms']:>8.4f} {s['gbs']:>7.0f} {s['copy_gbs']:>9.0f} "
                      f"{s['fraction'] * 100:>6.1f}% {s['spread'] * 100:>5.1f}%")
-    said = [(s["label"], s["diagnosis"]) for s in perf["shapes"]
-            if (s.get("diagnosis") or {}).get("text")]
+    said = [(s["label"], s["diagnosis"]) for s in perf["shapes"] if s.get("diagnosis")]
     if said:
         lines.append("  what the times say (never part of the score):")
         for label, diagnosis in said:
-            lines.append(f"    {label}: {diagnosis['text']}")
+            lines.append(f"    {label}: {diagnosis.get('text') or 'no words for its bytes'}")
             lines += [f"      compiled: {k['text']}" for k in diagnosis.get("kernels", [])]
             lines += [f"      warning: {w}" for w in diagnosis.get("warnings", [])]
     return lines

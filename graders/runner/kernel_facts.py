@@ -34,12 +34,15 @@ def install() -> None:
         function = getattr(self, "function", None)
         if isinstance(function, int) and function not in _compiled:
             meta = self.metadata
+            # Triton's n_spills is the driver's local memory a thread divided by 4 (words,
+            # not bytes); local memory is where spilled registers go
+            words = getattr(self, "n_spills", None)
             _compiled[function] = {
                 "name": str(getattr(self, "name", "")),
                 "num_warps": getattr(meta, "num_warps", None),
                 "num_stages": getattr(meta, "num_stages", None),
                 "registers": getattr(self, "n_regs", None),
-                "spill_bytes": getattr(self, "n_spills", None),
+                "spill_bytes": 4 * words if isinstance(words, int) else None,
                 "shared_bytes": getattr(meta, "shared", None),
             }
 
