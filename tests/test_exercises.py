@@ -68,6 +68,17 @@ def test_points_must_add_up_to_100(tmp_path):
         load_spec(folder)
 
 
+def test_two_timed_shapes_may_not_share_a_label(tmp_path):
+    """A shape's figures, speed words and table row are known by its label."""
+    folder = tmp_path / "twice"
+    shutil.copytree(all_exercises()["safe_softmax"].folder, folder)
+    spec = folder / "spec.toml"
+    spec.write_text(spec.read_text().replace('x = [32768, 1024, "bfloat16"]',
+                                             'x = [32768, 1024, "float32"]', 1))
+    with pytest.raises(SpecError, match="another timed shape is labelled '32768×1024 float32'"):
+        load_spec(folder)
+
+
 def test_every_mutant_names_a_known_check_and_each_exercise_has_references():
     cases = collect()
     mutants = [c for c in cases if c.expect != ("passed",)]

@@ -200,6 +200,10 @@ def _load_performance(raw: dict[str, Any], entry_points: list[str], where: str
         min_bytes = item.get("bytes")
         if min_bytes is not None and (not isinstance(min_bytes, int) or min_bytes <= 0):
             raise SpecError(f"{swhere}: bytes should be a positive integer")
+        if any(shape.label == str(label) for shape in shapes):
+            # a shape's figures, words and table row are known by its label
+            raise SpecError(f"{swhere}: another timed shape is labelled {label!r}: give "
+                            "each its own label")
         shapes.append(PerfShape(fn, tuple(recipes), args, kwargs, str(label), min_bytes))
     return PerformanceSpec(points=float(perf.get("points", 100)), shapes=tuple(shapes))
 
