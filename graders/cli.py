@@ -273,6 +273,16 @@ def _exercise_json(spec) -> dict:
     }
 
 
+def _progress_printer(args: argparse.Namespace, exercise):
+    """For a person watching: a line per check as it ends. None in a machine-read format
+    or when the output is not a terminal."""
+    if args.format != "text" or not sys.stdout.isatty():
+        return None
+    started = time.monotonic()
+    print(f"grading {args.file.name} ({exercise.name}) …", flush=True)
+    return lambda check: print(progress_line(check, started), flush=True)
+
+
 def _grade(args: argparse.Namespace) -> int:
     try:
         exercise = get_exercise(args.exercise)
@@ -298,14 +308,7 @@ def _grade(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)
-    on_check = None
-    # a person watching: a line per check as it ends (never inside a machine-read format)
-    if args.format == "text" and sys.stdout.isatty():
-        started = time.monotonic()
-        print(f"grading {args.file.name} ({exercise.name}) …", flush=True)
-
-        def on_check(check):
-            print(progress_line(check, started), flush=True)
+    on_check = _progress_printer(args, exercise)
     result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed,
                         performance=not args.no_timing, lanes=args.lanes,
                         call_budget_s=args.call_budget, on_check=on_check, params=params)
