@@ -191,6 +191,16 @@ def test_the_speed_words_name_what_slows_each_known_kernel():
     assert not any("SMs had nothing to do" in w for w in wide)  # 256 programs: every SM busy
 
 
+def test_a_hip_kernel_gets_the_same_words_from_the_drivers_attributes():
+    """The HIP reference: one block of 256 threads a row, its registers from the driver."""
+    shapes = _timed_shapes("safe_softmax", REPO / "reference_solutions" / "safe_softmax" /
+                           "solution.hip")
+    for label, shape in shapes.items():
+        (k,) = shape["diagnosis"]["kernels"]
+        assert (k["name"], k["num_warps"], k["programs"]) == ("softmax", 8, shape["rows"]), k
+        assert 0 < k["registers"] <= 255 and k["spill_bytes"] >= 0, k
+
+
 def test_a_patched_timer_is_not_the_timer(slot, tmp_path):
     result = _grade(slot, tmp_path, "patched", PATCHED_TIMER, performance=True, timeout_s=300)
     assert result.verdict is Verdict.PASSED, result.message

@@ -190,3 +190,33 @@ def test_the_result_page_shows_each_shapes_words(tmp_path):
         assert ('<p class="warn" role="note"><strong>Warning:</strong> <code>softmax_kernel</code> '
                 'spills 412 B') in page
         sign_in(client, ADMIN)
+
+
+def test_a_hip_kernel_is_described_from_the_drivers_attributes():
+    """HIP submissions launch through graders.hip.launch: the facts come from CuPy's view of
+    the loaded function, one block of ``block`` threads a row; a fact CuPy cannot give
+    leaves the entry out rather than guessing it."""
+    from types import SimpleNamespace
+
+    from graders.hip.launch import compiled_facts
+
+    loaded = SimpleNamespace(num_regs=40, local_size_bytes=0, shared_size_bytes=2048)
+    facts = compiled_facts(loaded, "softmax_rows", 256)
+    assert facts == {"name": "softmax_rows", "num_warps": 8, "num_stages": None,
+                     "registers": 40, "spill_bytes": 0, "shared_bytes": 2048}
+    with kernel_facts.watching() as seen:
+        kernel_facts.note_launch(("hip", "softmax_rows"), (4096, 1, 1), facts)
+    (k,) = kernel_words(seen, H200, at_ceiling=True)["kernels"]
+    assert k["text"] == ("softmax_rows: 4096 programs of 8 warps, 40 registers a thread, no "
+                         "spills, 2.0 KiB shared; 6 an SM (registers the limit), occupancy 75 %")
+
+    class Unloaded:  # an attribute CuPy cannot read
+        @property
+        def num_regs(self):
+            raise RuntimeError("no context")
+
+    partial = compiled_facts(Unloaded(), "softmax_rows", 256)
+    assert partial["registers"] is None and partial["spill_bytes"] is None
+    with kernel_facts.watching() as seen:
+        kernel_facts.note_launch(("hip", "other"), (4096, 1, 1), partial)
+    assert kernel_words(seen, H200, at_ceiling=True) == {}

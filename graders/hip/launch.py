@@ -48,8 +48,12 @@ def compile_module(text: str, filename: str):
 
 
 def load_kernels(torch, text: str, filename: str, kernels: dict[str, dict], block: int,
-                 count_launch: Callable[[list], None]) -> dict[str, Callable]:
-    """The entry points, as Python callables over torch tensors."""
+                 count_launch: Callable[[list], None],
+                 note_kernel: Callable[[Any, tuple, dict], None] | None = None
+                 ) -> dict[str, Callable]:
+    """The entry points, as Python callables over torch tensors. ``note_kernel(key, grid,
+    facts)`` hears of every launch with the compiled kernel's facts (for the speed words,
+    graders/runner/kernel_facts.py)."""
     import numpy as np
 
     module = compile_module(text, filename)
@@ -60,14 +64,33 @@ def load_kernels(torch, text: str, filename: str, kernels: dict[str, dict], bloc
         except Exception as exc:  # noqa: BLE001 - cupy raises CUDADriverError for a missing name
             raise HipCompileError(f"your file defines no kernel `extern \"C\" __global__ void "
                                   f"{name}(...)` ({type(exc).__name__})", None, "") from None
-        entry_points[name] = _adapter(torch, np, function, name, spec, block, count_launch)
+        entry_points[name] = _adapter(torch, np, function, name, spec, block, count_launch,
+                                      note_kernel)
     return entry_points
 
 
-def _adapter(torch, np, function, name: str, spec: dict, block: int, count_launch):
+def compiled_facts(function, name: str, block: int) -> dict[str, Any]:
+    """What the driver says of a loaded kernel (CuPy's RawKernel asks cuFuncGetAttribute),
+    in the words Triton's facts use; a fact CuPy cannot give is None, and the checker then
+    drops the entry."""
+    def attribute(key: str) -> int | None:
+        try:
+            value = getattr(function, key)
+        except Exception:  # noqa: BLE001 - an older CuPy, or a driver that will not say
+            return None
+        return value if isinstance(value, int) else None
+
+    return {"name": name, "num_warps": block // 32, "num_stages": None,
+            "registers": attribute("num_regs"), "spill_bytes": attribute("local_size_bytes"),
+            "shared_bytes": attribute("shared_size_bytes")}
+
+
+def _adapter(torch, np, function, name: str, spec: dict, block: int, count_launch,
+             note_kernel=None):
     params = [p.split("=")[0] for p in spec["params"]]
     defaults = {p.split("=")[0]: _literal(p.split("=", 1)[1]) for p in spec["params"] if "=" in p}
     broadcast = set(spec.get("broadcast", []))
+    known: dict[str, dict] = {}  # the kernel's compiled facts, asked for once
 
     def call(*args: Any, **kwargs: Any):
         import cupy
@@ -109,6 +132,10 @@ def _adapter(torch, np, function, name: str, spec: dict, block: int, count_launc
             with _stream(cupy, torch.cuda.current_stream().cuda_stream):
                 function((rows,), (block,), tuple(kernel_args))
             count_launch([v for v in values.values() if isinstance(v, torch.Tensor)])
+            if note_kernel is not None:  # the facts once, after the first launch loaded it
+                if "facts" not in known:
+                    known["facts"] = compiled_facts(function, name, block)
+                note_kernel(("hip", name), (rows, 1, 1), known["facts"])
         result = tuple(outputs.values())
         return result[0] if len(result) == 1 else result
 

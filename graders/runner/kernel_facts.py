@@ -1,10 +1,11 @@
 """What Triton compiled and launched during one timed call, as the runner saw it (issue 30).
 
 For the checker's speed words: each kernel's registers a thread, bytes spilled a thread,
-shared memory, warps and stages, and the grid it ran. They come from the compiled kernel
-(``CompiledKernel._init_handles`` loads the binary and learns registers and spills from the
-driver) and from the launcher (graders.runner.launches, which sees every launch's grid and
-function handle). Informative only: the checker bounds them, words them and never scores
+shared memory, warps and stages, and the grid it ran. For Triton they come from the compiled
+kernel (``CompiledKernel._init_handles`` loads the binary and learns registers and spills
+from the driver) and from the launcher (graders.runner.launches, which sees every launch's
+grid and function handle); for HIP, from the adapter that launches the student's kernel
+(graders.hip.launch, the driver's attributes of the loaded function). Informative only: the checker bounds them, words them and never scores
 them (graders/engine/kernel_words.py), because the submission runs in this process and could
 have written any of these numbers itself.
 """
@@ -50,10 +51,15 @@ def install() -> None:
     CompiledKernel._init_handles = _init_handles
 
 
-def note_launch(function: Any, grid: tuple[int, int, int]) -> None:
-    """Called by the launcher for every launch; kept only while a call is being watched."""
+def note_launch(function: Any, grid: tuple[int, int, int],
+                facts: dict[str, Any] | None = None) -> None:
+    """Called for every launch: by Triton's launcher (``function`` the driver's handle, its
+    facts learnt when it loaded) or by the HIP adapter (a key of its own, with the facts).
+    Kept only while a call is being watched."""
     seen = getattr(_state, "seen", None)
     if seen is not None:
+        if facts is not None:
+            _compiled.setdefault(function, facts)
         seen.append((function, tuple(int(g) for g in grid)))
 
 
@@ -79,7 +85,7 @@ def summarise(seen: list[tuple[Any, tuple[int, int, int]]]) -> list[dict[str, An
         counts[key] = counts.get(key, 0) + 1
     out = []
     for (function, grid), launches in list(counts.items())[:MAX_KERNELS]:
-        facts = _compiled.get(function) if isinstance(function, int) else None
+        facts = _compiled.get(function)
         out.append({**(facts or {"name": ""}), "grid": list(grid), "launches": launches})
     return out
 

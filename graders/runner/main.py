@@ -216,11 +216,13 @@ class Runner:
                         if d.severity == "warning"]
             return {"ok": True, "attributes": {}, "compiled_only": True, "warnings": warnings}
         from graders.hip.launch import HipCompileError, load_kernels
+        from graders.runner import kernel_facts
 
         try:
             kernels = {k: v for k, v in hip.get("kernels", {}).items() if k in entry_points}
             functions = load_kernels(self.torch, text, filename, kernels,
-                                     int(hip.get("block", 256)), self.guard.record_launch)
+                                     int(hip.get("block", 256)), self.guard.record_launch,
+                                     kernel_facts.note_launch)
         except HipCompileError as exc:
             return _error("compile_error", exc.message, exc.line, exc.log[-4000:])
         self.module = type(sys)("submission")
