@@ -181,6 +181,9 @@ def test_the_speed_words_name_what_slows_each_known_kernel():
         assert any("spills" in w and "num_warps" in w for w in said["warnings"]), said
     short = spilling["4096×4096 float32"]["diagnosis"]["kernels"]
     assert [k["spill_bytes"] for k in short] == [0]  # 32 values a thread: nothing spilled
+    # a program a 256-column row: 2 elements for each of its 128 threads
+    thin = spilling["65536×256 float32"]["diagnosis"]["warnings"]
+    assert any("2 elements a thread" in w for w in thin), thin
 
     rows = _timed_shapes("online_softmax", SPEED / "row_per_program.py")
     said = rows["64×1048576 float32"]["diagnosis"]
@@ -199,6 +202,9 @@ def test_a_hip_kernel_gets_the_same_words_from_the_drivers_attributes():
         (k,) = shape["diagnosis"]["kernels"]
         assert (k["name"], k["num_warps"], k["programs"]) == ("softmax", 8, shape["rows"]), k
         assert 0 < k["registers"] <= 255 and k["spill_bytes"] >= 0, k
+    # one block of 256 threads a 256-column row: the time goes to each block's fixed costs
+    assert any("1 element a thread" in w for w in shapes["65536×256 float32"]["diagnosis"]
+               ["warnings"])
 
 
 def test_a_patched_timer_is_not_the_timer(slot, tmp_path):

@@ -124,6 +124,21 @@ def test_below_the_ceiling_each_limit_gets_its_warning_and_fix():
     assert half.startswith("`softmax_kernel` ran 256 programs where the GPU holds 1056 at once "
                            "(8 an SM on 132 SMs): most places stayed empty")
     assert kernel_words([kernel(grid=(528, 1, 1), warps=8)], H200, False)["warnings"] == []
+    # one program of 128 threads a 256-column row: 2 elements a thread (measured on the H200:
+    # tests/fixtures/speed/spilling.py at 65536×256, 0.75 of copy; the HIP reference's one
+    # block of 256 threads a row, 0.15)
+    (thin,) = kernel_words([kernel(grid=(65536, 1, 1))], H200, False,
+                           elements=65536 * 256)["warnings"]
+    assert thin.startswith("`softmax_kernel` spread 16777216 elements over 65536 programs of "
+                           "128 threads, 2 elements a thread")
+    assert "several rows a program" in thin
+    (one,) = kernel_words([kernel(grid=(65536, 1, 1), warps=8)], H200, False,
+                          elements=65536 * 256)["warnings"]
+    assert "of 256 threads, 1 element a thread:" in one
+    # 4 a thread is enough; and no shape size, no such warning
+    assert kernel_words([kernel(grid=(32768, 1, 1))], H200, False,
+                        elements=32768 * 512)["warnings"] == []
+    assert kernel_words([kernel(grid=(65536, 1, 1))], H200, False)["warnings"] == []
     # at the ceiling the same facts are listed, without warnings
     assert kernel_words([kernel(grid=(64, 1, 1))], H200, at_ceiling=True)["warnings"] == []
 

@@ -10,8 +10,9 @@ From the facts: how many programs fit on one SM at once and what limits them (re
 threads, shared memory or the SM's cap on blocks, by the rules of CUDA's occupancy
 calculator), the occupancy that gives, and warnings with their fix when something holds the
 kernel back: spilled registers, one program an SM, and, judged on the call's largest grid
-(a small helper kernel of one program a row is no fault), fewer programs than SMs or fewer
-than half the places the GPU holds. The words name no exercise: the engine grades any.
+(a small helper kernel of one program a row is no fault), under 4 elements a thread, fewer
+programs than SMs, or fewer than half the places the GPU holds. The words name no exercise:
+the engine grades any.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ REG_ALLOC_UNIT = 256       # registers are given to a warp in units of 256
 REG_PARTITIONS = 4         # an SM's registers are split over 4 schedulers' partitions
 SHARED_ALLOC_UNIT = 128    # shared memory is given to a block in units of 128 B
 WARP = 32
+FEW_A_THREAD = 4  # elements a thread under which a program's fixed costs dominate
 # shared memory the hardware keeps per block from compute capability 8.0 on
 BLOCK_RESERVED_SHARED = 1024
 # resident blocks an SM allows, by compute capability (CUDA's occupancy table); unknown
@@ -151,8 +153,18 @@ def _kernel_warnings(k: KernelFacts, per_sm: int, limiter: str) -> list[str]:
     return out
 
 
-def _grid_warnings(k: KernelFacts, dev: DeviceLimits, per_sm: int) -> list[str]:
-    """About the call's largest grid: when even it leaves the GPU underused."""
+def _grid_warnings(k: KernelFacts, dev: DeviceLimits, per_sm: int,
+                   elements: int | None) -> list[str]:
+    """About the call's largest grid: when even it leaves the GPU underused, or spreads the
+    work so thin that each program's fixed costs outweigh it."""
+    threads = k.programs * k.num_warps * WARP
+    if elements and threads * FEW_A_THREAD > elements:
+        per = float(f"{elements / threads:.2g}")
+        return [f"`{k.name}` spread {elements} elements over {k.programs} programs of "
+                f"{k.num_warps * WARP} threads, {per:g} {_plural(per, 'element')} a thread: "
+                "each program's fixed costs (starting, its reductions and their barriers) "
+                "outweigh the bytes it moves. Where you choose the grid, give each program "
+                "more work: several rows a program"]
     places = per_sm * dev.sms
     if k.programs < dev.sms:
         return [f"`{k.name}` ran {k.programs} {_plural(k.programs, 'program')} for "
@@ -166,7 +178,8 @@ def _grid_warnings(k: KernelFacts, dev: DeviceLimits, per_sm: int) -> list[str]:
     return []
 
 
-def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool) -> dict[str, Any]:
+def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool,
+                 elements: int | None = None) -> dict[str, Any]:
     """``{"kernels": [...], "warnings": [...]}`` for one shape, or {} when the runner
     reported nothing usable (the CPU, HIP, an old runner, a submission that wrote junk).
     No warnings for a shape at the copy ceiling: it has nothing to fix."""
@@ -186,11 +199,11 @@ def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool) -> dict[st
             warnings += _kernel_warnings(k, per_sm, limiter)
     if not at_ceiling:
         largest = max(kernels, key=lambda k: k.programs)
-        warnings += _grid_warnings(largest, dev, programs_per_sm(largest, dev)[0])
+        warnings += _grid_warnings(largest, dev, programs_per_sm(largest, dev)[0], elements)
     return {"kernels": listed, "warnings": warnings}
 
 
-def _plural(n: int, word: str) -> str:
+def _plural(n: float, word: str) -> str:
     return word if n == 1 else word + "s"
 
 

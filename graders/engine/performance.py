@@ -182,7 +182,8 @@ class PerformanceRun:
         """The time in the traffic table's terms, then what the compiled kernels say."""
         kernels, limits = self.compiled.get(f.label, (None, None))
         return {**speed_diagnosis(f),
-                **kernel_words(kernels, limits, at_ceiling=f.fraction >= AT_THE_CEILING)}
+                **kernel_words(kernels, limits, at_ceiling=f.fraction >= AT_THE_CEILING,
+                               elements=f.rows * f.cols)}
 
     def shape(self, shape: PerfShape) -> ShapeFigures:
         """A shape's figures. One run above the copy is timed again before it is refused:
