@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -51,8 +52,12 @@ def start(db: Session, exercise: str, database_url: str,
     db.commit()
     job = {"report_id": report.id, "database_url": database_url, "skeletons": skeletons}
     try:
+        # copydetect fingerprints with Python's hash(), salted per process: a fixed seed
+        # makes a run over the same files mark the same spans every time
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
         proc = subprocess.Popen([sys.executable, "-m", "server.similarity_run"], cwd=REPO_ROOT,
-                                stdin=subprocess.PIPE, start_new_session=True, text=True)
+                                stdin=subprocess.PIPE, start_new_session=True, text=True,
+                                env=env)
         proc.stdin.write(json.dumps(job) + "\n")  # the URL's password never in argv
         proc.stdin.close()
         # reaped when it ends (no zombie left to the server); it outlives a server restart

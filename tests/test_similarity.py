@@ -44,7 +44,8 @@ def test_a_renamed_copy_is_flagged_and_independent_solutions_are_not():
     top = pairs[0]
     assert (top["a"], top["b"]) == (1, 2) and top["similarity"] >= 0.9, pairs[:3]
     assert top["a_spans"] and top["b_spans"]  # where the match is, in each file
-    # every mark starts and ends between words (copydetect's own offsets cut "re|turn")
+    # every mark starts and ends between words (copydetect's own offsets cut "re|turn"; where
+    # exactly depends on Python's hash seed, as copydetect fingerprints with hash())
     def word(char):
         return char.isalnum() or char == "_"
 
@@ -53,7 +54,6 @@ def test_a_renamed_copy_is_flagged_and_independent_solutions_are_not():
             for i in (start, end):
                 assert not (0 < i < len(text) and word(text[i - 1]) and word(text[i])), (
                     text[max(0, i - 10):i], text[i:i + 10])
-        assert text[spans[0][0]:].startswith("triton.jit"), text[spans[0][0]:][:20]
     scores = {(p["a"], p["b"]): p["similarity"] for p in pairs}
     assert scores.get((3, 4), 0.0) < 0.9, scores
     assert all(p["similarity"] >= FLOOR for p in pairs)
@@ -101,6 +101,11 @@ def test_the_instructor_computes_reads_compares_and_flags(tmp_path):
         assert {top["a"], top["b"]} == {ids["ada"], ids["bob"]} and top["similarity"] >= 0.9
         assert not any({p["a"], p["b"]} == {ids["cy"], ids["dee"]} and p["similarity"] >= 0.9
                        for p in report["pairs"])
+        # computed again over the same files: the same pairs and the same marks (copydetect
+        # hashes with Python's hash(): the run's process has a fixed seed)
+        second = client.post("/api/admin/similarity/safe_softmax", headers=auth(ADMIN))
+        assert second.json()["id"] != started.json()["id"]
+        assert _wait_report(client)["pairs"] == report["pairs"]
 
         sign_in(client, tokens["ada"])
         assert client.get("/admin/similarity/safe_softmax").status_code == 403
