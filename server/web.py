@@ -613,17 +613,16 @@ def admin_roster_tokens(key: str, request: Request, user: User = Depends(instruc
 
 # -- the GB/s chart of a GPU result --------------------------------------------------------
 
-def _said(shape: dict) -> dict:
+def _said(label: str, diagnosis: dict) -> dict:
     """One shape's speed words: the time in the traffic table's terms, the compiled
     kernels' facts and the warnings with their fixes (old results have only the first)."""
-    diagnosis = shape["diagnosis"]
-    texts = lambda key, pick: [pick(v) for v in diagnosis.get(key) or []  # noqa: E731
-                               if isinstance(pick(v), str)]
-    return {"label": f"{shape.get('rows')}×{shape.get('cols')} {shape.get('dtype')}",
-            "text": diagnosis.get("text") if isinstance(diagnosis.get("text"), str) else "",
-            "kernels": texts("kernels", lambda k: k.get("text") if isinstance(k, dict) else None),
+    text = diagnosis.get("text")
+    return {"label": label, "text": text if isinstance(text, str) else "",
+            "kernels": [k["text"] for k in diagnosis.get("kernels") or []
+                        if isinstance(k, dict) and isinstance(k.get("text"), str)],
             # a kernel's name is written `name`: split there, so the page sets it as code
-            "warnings": [w.split("`") for w in texts("warnings", lambda w: w)]}
+            "warnings": [w.split("`") for w in diagnosis.get("warnings") or []
+                         if isinstance(w, str)]}
 
 
 def _chart(result: dict | None) -> dict | None:
@@ -633,17 +632,17 @@ def _chart(result: dict | None) -> dict | None:
         return None
     top = max(max(s.get("copy_gbs") or 0, s.get("gbs") or 0) for s in shapes) or 1
     # 800 wide: the label after the longest bar (x = 596) needs about 190 more
-    bars, width, height = [], 800, 28 * len(shapes) * 2 + 40
+    bars, said, width, height = [], [], 800, 28 * len(shapes) * 2 + 40
     for i, s in enumerate(shapes):
         y = 20 + i * 56
         label = f"{s.get('rows')}×{s.get('cols')} {s.get('dtype')}"
+        # what each shape's time says (graders/engine/performance.py words it; old results
+        # have none)
+        if isinstance(s.get("diagnosis"), dict) and s["diagnosis"]:
+            said.append(_said(label, s["diagnosis"]))
         bars.append({"y": y, "label": label,
                      "copy_w": 420 * (s.get("copy_gbs") or 0) / top,
                      "got_w": 420 * (s.get("gbs") or 0) / top,
                      "copy": s.get("copy_gbs"), "gbs": s.get("gbs"),
                      "fraction": s.get("fraction")})
-    # what each shape's time says (graders/engine/performance.py words it; old results
-    # have none)
-    said = [_said(s) for s in shapes if isinstance(s.get("diagnosis"), dict)
-            and s["diagnosis"]]
     return {"bars": bars, "width": width, "height": height, "said": said}

@@ -187,9 +187,9 @@ def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool,
     kernels = kernels_from_report(raw_kernels)
     if dev is None or not kernels:
         return {}
+    sized = [(k, *programs_per_sm(k, dev)) for k in kernels]
     listed, warnings = [], []
-    for k in kernels:
-        per_sm, limiter = programs_per_sm(k, dev)
+    for k, per_sm, limiter in sized:
         occupancy = per_sm * k.num_warps * WARP / dev.threads_per_sm
         listed.append({**asdict(k), "grid": list(k.grid), "programs": k.programs,
                        "programs_per_sm": per_sm, "limited_by": limiter,
@@ -198,8 +198,8 @@ def kernel_words(raw_kernels: Any, raw_limits: Any, at_ceiling: bool,
         if not at_ceiling:
             warnings += _kernel_warnings(k, per_sm, limiter)
     if not at_ceiling:
-        largest = max(kernels, key=lambda k: k.programs)
-        warnings += _grid_warnings(largest, dev, programs_per_sm(largest, dev)[0], elements)
+        largest, per_sm, _ = max(sized, key=lambda entry: entry[0].programs)
+        warnings += _grid_warnings(largest, dev, per_sm, elements)
     return {"kernels": listed, "warnings": warnings}
 
 

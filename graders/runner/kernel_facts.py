@@ -1,13 +1,14 @@
 """What Triton compiled and launched during one timed call, as the runner saw it (issue 30).
 
 For the checker's speed words: each kernel's registers a thread, bytes spilled a thread,
-shared memory, warps and stages, and the grid it ran. For Triton they come from the compiled
-kernel (``CompiledKernel._init_handles`` loads the binary and learns registers and spills
-from the driver) and from the launcher (graders.runner.launches, which sees every launch's
-grid and function handle); for HIP, from the adapter that launches the student's kernel
-(graders.hip.launch, the driver's attributes of the loaded function). Informative only: the checker bounds them, words them and never scores
-them (graders/engine/kernel_words.py), because the submission runs in this process and could
-have written any of these numbers itself.
+shared memory, warps and stages, and the grid it ran. For Triton they come from the
+compiled kernel (``CompiledKernel._init_handles`` loads the binary and learns registers and
+spills from the driver) and from the launcher (graders.runner.launches, which sees every
+launch's grid and function handle); for HIP, from the adapter that launches the student's
+kernel (graders.hip.launch, the driver's attributes of the loaded function). Informative
+only: the checker bounds them, words them and never scores them
+(graders/engine/kernel_words.py), because the submission runs in this process and could have
+written any of these numbers itself.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any, Iterator
 
 MAX_KERNELS = 16  # distinct (kernel, grid) pairs reported for one call; more are dropped
 
-_compiled: dict[int, dict[str, Any]] = {}  # the driver's function handle -> its facts
+# a kernel's facts, by the driver's function handle (Triton) or ("hip", its name)
+_compiled: dict[Any, dict[str, Any]] = {}
 _state = threading.local()
 
 
@@ -90,9 +92,8 @@ def summarise(seen: list[tuple[Any, tuple[int, int, int]]]) -> list[dict[str, An
     return out
 
 
-def device_limits(torch) -> dict[str, int]:
-    """What bounds programs an SM on this GPU (torch's device properties)."""
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+def device_limits(props) -> dict[str, int]:
+    """What bounds programs an SM on this GPU, from torch's device properties."""
     return {
         "sms": int(props.multi_processor_count),
         "regs_per_sm": int(getattr(props, "regs_per_multiprocessor", 65536)),

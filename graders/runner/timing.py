@@ -165,7 +165,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
         "pool": pool_size,
         "l2_bytes": l2,
         "kernels": kernels,
-        "device_limits": kernel_facts.device_limits(torch),
+        "device_limits": kernel_facts.device_limits(props),
         "output": {"shape": list(outputs[0].shape) if outputs else [],
                    "dtype": str(outputs[0].dtype).replace("torch.", "") if outputs else ""},
     }
