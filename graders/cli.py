@@ -15,7 +15,7 @@ from pathlib import Path
 
 from graders import GRADER_VERSION
 from graders.engine.params import ParamError, parse_cli
-from graders.engine.plan import applicable_checks, resolve_device
+from graders.engine.plan import applicable_checks, grading_device
 from graders.engine.registry import all_exercises, get_exercise
 from graders.engine.report import progress_line
 from graders.engine.spec import SpecError
@@ -306,7 +306,7 @@ def _grade(args: argparse.Namespace) -> int:
     except ParamError as exc:
         print(f"error: --params: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    slot = Slot("cli", resolve_device(Device(args.device)), gpu_index=args.gpu_index,
+    slot = Slot("cli", grading_device(Device(args.device)), gpu_index=args.gpu_index,
                 sandbox=not args.no_sandbox)
     on_check = _progress_printer(args, exercise)
     result = slot.grade(exercise, args.file, timeout_s=args.timeout, seed=args.seed,

@@ -23,8 +23,8 @@ from typing import Any, Callable
 from graders.engine import outcome
 from graders.engine.context import CompiledOnly, Grading
 from graders.engine.lanes import LaneSet
-from graders.engine.plan import (applicable_checks, default_lanes, load_checks_module,
-                                 refuse_unparsable, resolve_device, timed_spec)
+from graders.engine.plan import (applicable_checks, default_lanes, grading_device,
+                                 load_checks_module, refuse_unparsable, timed_spec)
 from graders.engine.results import CheckResult, GradeResult
 from graders.engine.spec import ExerciseSpec
 from graders.engine.timing import time_submission
@@ -49,7 +49,7 @@ class Grader:
                  call_budget_s: float | None = None, params: dict[str, Any] | None = None):
         submission = submission.resolve()
         language = Language.from_filename(submission.name) or Language.TRITON
-        device = resolve_device(device)
+        device = grading_device(device)
         if pool is not None:
             launcher = pool.launcher
         else:  # the sandbox by default; raises SandboxUnavailable where bwrap is missing

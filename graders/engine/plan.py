@@ -19,8 +19,9 @@ from graders.isolation import RunStopped
 from graders.shared.vocabulary import Device, Language, Verdict
 
 
-def resolve_device(device: Device) -> Device:
-    """auto -> cuda where an NVIDIA device node exists, else the CPU interpreter."""
+def grading_device(device: Device) -> Device:
+    """The device a grading runs on: auto -> cuda where an NVIDIA device node exists, else
+    the CPU interpreter."""
     if device is not Device.AUTO:
         return device
     return Device.CUDA if Path("/dev/nvidiactl").exists() and Path("/dev/nvidia0").exists() \

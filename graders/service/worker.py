@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from graders.engine.plan import default_lanes, resolve_device
+from graders.engine.plan import default_lanes, grading_device
 from graders.engine.registry import get_exercise
 from graders.engine.spec import SpecError
 from graders.service.slots import Slot
@@ -89,7 +89,7 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
                share_gpu: bool = False) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s worker %(levelname)s %(message)s")
-    device = resolve_device(device)
+    device = grading_device(device)
     share_gpu = share_gpu or share_gpu_from_env()
     try:
         slot = Slot(f"worker-{device.value}-{gpu_index}{'-shared' if share_gpu else ''}",
