@@ -13,8 +13,13 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY graders ./graders
 COPY server ./server
-# the versions of docs/benchmarks.md's H200 runs (FACTS.md): torch 2.11.0 for CUDA 13.0
-RUN pip install --index-url https://download.pytorch.org/whl/cu130 torch==2.11.0 \
+# the versions of docs/benchmarks.md's H200 runs (FACTS.md): torch 2.11.0 for CUDA 13.0.
+# TORCH_INDEX_URL (a build argument; compose passes docker/.env's) names the index torch
+# comes from, e.g. PyTorch's own wheel index for CUDA 13.0, the build those runs used;
+# unset, pip's configured index serves torch 2.11.0 with the CUDA of that index's build
+ARG TORCH_INDEX_URL=
+RUN if [ -n "$TORCH_INDEX_URL" ]; then pip install --index-url "$TORCH_INDEX_URL" torch==2.11.0; \
+    else pip install torch==2.11.0; fi \
     && pip install -e ".[grader]" cupy-cuda13x==14.2.0
 COPY exercises ./exercises
 COPY reference_solutions ./reference_solutions

@@ -1,7 +1,10 @@
 """docker/ (issue 13): the compose file is valid, and it runs what the topology test runs.
 
 There is no Docker engine on CI, only the client; ``docker compose config`` reads and
-checks the files without one.
+checks the files without one. It needs the client's Compose v2 plugin, which Debian 12
+does not package (its docker-compose is Compose v1, 1.29, which refuses this file's
+top-level ``name:`` and has no JSON output): where the plugin is missing the tests that
+read the compose file are skipped, saying so; the Dockerfile checks run everywhere.
 """
 
 from __future__ import annotations
@@ -18,14 +21,23 @@ COMPOSE = ["docker", "compose", "-f", str(REPO / "docker" / "compose.yaml"),
            "--env-file", str(REPO / "docker" / ".env.example")]
 
 
-def _has_compose() -> bool:
+def _missing_compose() -> str | None:
+    """Why ``docker compose config`` cannot run here, or None when it can."""
+    get = ("the Compose v2 plugin (docker-compose-plugin from Docker's own apt repository, or "
+           "Debian 13's docker-compose package); Debian 12 packages none, and its "
+           "docker-compose 1.29 (Compose v1) cannot read docker/compose.yaml")
     if shutil.which("docker") is None:
-        return False
-    return subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+        return f"no docker client on PATH to run `docker compose config`: install one and {get}"
+    try:
+        found = subprocess.run(["docker", "compose", "version"], capture_output=True,
+                               timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        found = False
+    return None if found else f"the docker client has no compose plugin: install {get}"
 
 
-pytestmark = pytest.mark.skipif(not _has_compose(), reason="needs the docker client's compose "
-                                "plugin (scripts/setup installs it where it can)")
+MISSING_COMPOSE = _missing_compose()
+needs_compose = pytest.mark.skipif(MISSING_COMPOSE is not None, reason=str(MISSING_COMPOSE))
 
 
 def _config() -> dict:
@@ -35,11 +47,13 @@ def _config() -> dict:
     return json.loads(proc.stdout)
 
 
+@needs_compose
 def test_compose_config_is_valid():
     proc = subprocess.run([*COMPOSE, "config", "-q"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 
 
+@needs_compose
 def test_every_secret_is_named_in_the_env_example_and_required():
     example = (REPO / "docker" / ".env.example").read_text()
     compose = (REPO / "docker" / "compose.yaml").read_text()
@@ -73,6 +87,31 @@ def test_the_worker_image_can_build_triton_stubs_and_sandbox():
     assert "graders.service.worker_alive" in dockerfile  # its HEALTHCHECK
 
 
+def test_the_worker_image_takes_torch_from_the_index_it_is_given_else_pips_own(tmp_path):
+    """The image names no package host (issue 38): torch comes from the build argument
+    TORCH_INDEX_URL where it is set (compose passes docker/.env's), else from pip's
+    configured index. The RUN line that installs torch runs here under sh, as Docker runs
+    it, with a pip that logs its arguments."""
+    dockerfile = (REPO / "docker" / "worker.Dockerfile").read_text()
+    assert "://" not in dockerfile
+    assert "\nARG TORCH_INDEX_URL=\n" in dockerfile
+    assert "TORCH_INDEX_URL: ${TORCH_INDEX_URL:-}" in (REPO / "docker" / "compose.yaml").read_text()
+    (run,) = [line for line in dockerfile.replace("\\\n", " ").splitlines()
+              if line.startswith("RUN") and "torch==" in line]
+    log = tmp_path / "pip.log"
+    (tmp_path / "pip").write_text(f'#!/bin/sh\necho "pip $*" >> {log}\n')
+    (tmp_path / "pip").chmod(0o755)
+    for index, first in [("", "pip install torch==2.11.0"),
+                         ("file:///srv/torch-index/", "pip install --index-url "
+                          "file:///srv/torch-index/ torch==2.11.0")]:
+        log.write_text("")
+        subprocess.run(["sh", "-c", run.removeprefix("RUN")], check=True, timeout=30,
+                       env={"PATH": f"{tmp_path}:/usr/bin:/bin", "TORCH_INDEX_URL": index})
+        assert log.read_text().splitlines() == [first, 'pip install -e .[grader] '
+                                                "cupy-cuda13x==14.2.0"]
+
+
+@needs_compose
 def test_one_worker_per_gpu_each_with_its_own_device_index_uids_and_name():
     """--scale worker=N put every worker on GPU 0 and on one job-uid range (issue 27)."""
     services = _config()["services"]
@@ -99,6 +138,7 @@ def test_one_worker_per_gpu_each_with_its_own_device_index_uids_and_name():
     assert all(b - a >= 1000 for a, b in zip(bases, bases[1:]))
 
 
+@needs_compose
 def test_the_worker_holds_no_credentials_and_the_server_no_torch():
     services = _config()["services"]
     for name in _workers(services):
@@ -120,6 +160,7 @@ def test_the_worker_holds_no_credentials_and_the_server_no_torch():
     assert [d for d in extras["grader"] if d.startswith("torch")]
 
 
+@needs_compose
 def test_the_services_run_the_commands_of_the_topology_test():
     services = _config()["services"]
     assert services["server"]["command"][:3] == ["python", "-m", "server"]

@@ -18,7 +18,6 @@ from graders.shared.paths import REPO_ROOT
 # where the platforms' images keep the toolchain: outside /root and /autograder, readable by
 # the job uid that runs a submission when bubblewrap cannot (docs/deploy.md)
 VENV = "/opt/softmax-autograder/venv"
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # the CPU interpreter's toolchain, pinned as requirements.txt (the set CI tests) pins it
 # (no NVRTC: the platforms take Triton files only, graders/integrations/grading.py)
 TOOLCHAIN = ("torch", "triton", "numpy")
@@ -45,15 +44,17 @@ def install_script() -> str:
     The graders need Python 3.11+. Gradescope's default image, Ubuntu 22.04, has 3.10 as
     python3 but its own python3.11 package in universe: that one is installed and used (a
     venv of it holds the toolchain). An image with neither stops with what to choose.
-    ``GRADERS_VENV`` and ``GRADERS_TORCH_INDEX`` replace the venv's place and torch's
-    index (the tests use both; the defaults are what the platforms get)."""
+    ``GRADERS_VENV`` replaces the venv's place. ``GRADERS_TORCH_INDEX``, where set, is the
+    index torch is installed from (``--index-url``): the operator points it at PyTorch's
+    CPU wheel index for the CPU build; unset, pip's configured index serves torch (on Linux,
+    PyPI's torch is a CUDA build of several GB, which runs on the CPU too). No package host
+    is written here (issue 38)."""
     v = pins()
     rest = " ".join(f"{name}=={v[name]}" for name in TOOLCHAIN if name != "torch")
     return f"""\
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 VENV="${{GRADERS_VENV:-{VENV}}}"
-TORCH_INDEX="${{GRADERS_TORCH_INDEX:-{TORCH_CPU_INDEX}}}"
 apt-get update
 # bubblewrap: the sandbox, used where the container allows user namespaces
 apt-get install -y --no-install-recommends bubblewrap ca-certificates
@@ -70,8 +71,13 @@ else
 fi
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --upgrade pip
-# torch's CPU build from its own index: the default one pulls a CUDA build of several GB
-"$VENV/bin/python" -m pip install --index-url "$TORCH_INDEX" torch=={v['torch']}
+# torch from GRADERS_TORCH_INDEX where it is set (PyTorch's CPU wheel index for the CPU
+# build), else from pip's configured index (PyPI's Linux torch is a CUDA build of several GB)
+if [ -n "${{GRADERS_TORCH_INDEX:-}}" ]; then
+  "$VENV/bin/python" -m pip install --index-url "$GRADERS_TORCH_INDEX" torch=={v['torch']}
+else
+  "$VENV/bin/python" -m pip install torch=={v['torch']}
+fi
 # triton {v['triton']}'s CPU interpreter breaks with numpy >= 2.3
 "$VENV/bin/python" -m pip install {rest}
 # the job uid that runs a submission where bubblewrap cannot must read these

@@ -60,7 +60,10 @@ DOCKERFILE = """\
 #   docker build --platform linux/amd64 -t YOUR_DOCKERHUB_USER/{exercise}-autograder .
 #   docker push YOUR_DOCKERHUB_USER/{exercise}-autograder
 # then give that name on the assignment's "Configure Autograder" page (Manual Docker).
+# torch comes from pip's configured index, or from the index given as
+#   --build-arg GRADERS_TORCH_INDEX=...   (PyTorch's CPU wheel index: the CPU build)
 FROM gradescope/autograder-base:ubuntu-22.04
+ARG GRADERS_TORCH_INDEX=
 COPY . /autograder/source
 RUN bash /autograder/source/setup.sh && rm -rf /root/.cache/pip \\
     && cp /autograder/source/run_autograder /autograder/run_autograder \\

@@ -54,7 +54,10 @@ exec "$PYTHON" -m graders.integrations.prairielearn {exercise}
 DOCKERFILE = """\
 # The external grader's image: Ubuntu 24.04, bubblewrap and the graders' pinned CPU toolchain.
 # PrairieLearn's graders run linux/amd64 images: build_image.sh builds and pushes it as one.
+# torch comes from pip's configured index, or from GRADERS_TORCH_INDEX where build_image.sh
+# runs with it set (PyTorch's CPU wheel index: the CPU build)
 FROM ubuntu:24.04
+ARG GRADERS_TORCH_INDEX=
 COPY install_toolchain.sh /tmp/install_toolchain.sh
 RUN bash /tmp/install_toolchain.sh && rm /tmp/install_toolchain.sh && rm -rf /root/.cache/pip
 """
@@ -66,7 +69,8 @@ BUILD_IMAGE = """\
 # "Sync" -> "Docker images" -> "Sync" (docs/integrations.md).
 set -euo pipefail
 cd "$(dirname "$0")"
-docker build --platform linux/amd64 -t {image} .
+# GRADERS_TORCH_INDEX, where set here, is passed on: the index torch is installed from
+docker build --platform linux/amd64 --build-arg GRADERS_TORCH_INDEX -t {image} .
 docker push {image}
 """
 
