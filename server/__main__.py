@@ -7,8 +7,8 @@ import logging
 import uvicorn
 
 from .app import create_app
-from .connections import raise_file_limit, server_config
-from .settings import get_settings
+from .core.connections import raise_file_limit, server_config
+from .core.settings import get_settings
 
 
 def main() -> None:

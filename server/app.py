@@ -13,19 +13,24 @@ from sqlalchemy import select
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import metrics, web, web_extensions, web_similarity
-from .api import admin, events, exercises, extensions, internal, leaderboard, submissions
-from .auth import end_sessions_of, hash_token, new_token
-from .db import make_engine, make_sessionmaker
-from .graders_client import GradersClient
-from .fairness import FairStart
-from .limits import BodyLimit
-from .migrate import upgrade
-from .models import Role, User
-from .queue import Dispatcher, LocalPool
-from .settings import Settings, get_settings
-from .shared_state import StampWatcher
-from .student_params import warn_if_development_secret
+from .api import (admin, events, exercises, extensions, internal, leaderboard, metrics, similarity,
+                  submissions)
+from .auth.sessions import end_sessions_of
+from .auth.tokens import hash_token, new_token
+from .core.body_limits import BodyLimit
+from .core.db import make_engine, make_sessionmaker
+from .core.fairness import FairStart
+from .core.migrate import upgrade
+from .core.settings import Settings, get_settings
+from .core.shared_state import StampWatcher
+from .domain.models import Role, User
+from .domain.student_params import warn_if_development_secret
+from .grading.graders_client import GradersClient
+from .grading.local_pool import Dispatcher, LocalPool
+from .web import extensions as web_extensions
+from .web import guards, instructor, render, signin, student
+from .web import leaderboard as web_leaderboard
+from .web import similarity as web_similarity
 
 log = logging.getLogger("server")
 
@@ -56,7 +61,7 @@ def make_dispatcher(sessions, client: GradersClient, settings: Settings,
     """The embedded default grades here; ``DISPATCHER=celery`` on remote workers. Both
     send each job its student's exercise parameters, derived from ``exercises``."""
     if settings.dispatcher == "celery":
-        from .dispatch_celery import CeleryDispatcher  # celery is needed only then
+        from .grading.celery_dispatch import CeleryDispatcher
 
         return CeleryDispatcher(sessions, settings, exercises=exercises)
     return LocalPool(sessions, client, settings, exercises=exercises)
@@ -94,11 +99,13 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app = FastAPI(title="Softmax autograder", version="0.1.0", lifespan=lifespan,
                   description="Submit Triton kernels for the A07 softmax exercises; read verdicts "
                               "and the leaderboard.")
-    for module in (submissions, events, exercises, leaderboard, admin, extensions, internal, metrics,
-                   web, web_extensions, web_similarity):
+    for module in (submissions, events, exercises, leaderboard, admin, similarity, extensions,
+                   internal, metrics, signin, student, web_leaderboard, instructor, web_extensions,
+                   web_similarity):
         app.include_router(module.router)
-    app.mount("/static", StaticFiles(directory=web.FRONTEND / "static"), name="static")
-    app.state.issued_rosters = {}  # a roster upload's tokens, until their one showing (web.py)
+    app.mount("/static", StaticFiles(directory=render.FRONTEND / "static"), name="static")
+    # a roster upload's tokens, until their one showing (server/web/instructor.py)
+    app.state.issued_rosters = {}
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
                        timeout_s=settings.body_timeout_s)
     # added last, so outermost: a request waiting its turn has not started its body's clock
@@ -121,8 +128,8 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         if request.url.path.startswith("/api") or exc.status_code in (301, 302, 303, 307):
             return await http_exception_handler(request, exc)
         titles = {401: "Please sign in", 403: "Not for you", 404: "Not found"}
-        user = web.user_for_token_in(request)
-        return web.render(request, "error.html", user, exc.status_code, status=exc.status_code,
+        user = guards.user_for_token_in(request)
+        return render.render(request, "error.html", user, exc.status_code, status=exc.status_code,
                           title=titles.get(exc.status_code, "Something went wrong"),
                           detail=exc.detail)
 

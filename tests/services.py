@@ -62,11 +62,11 @@ def start_redis(port: int, log=subprocess.DEVNULL) -> subprocess.Popen:
 
 @contextmanager
 def embedded_server(app, header_timeout_s: float = 10.0, max_per_client: int = 0):
-    """``app`` served as ``python -m server`` serves it (server/connections.py), on a
+    """``app`` served as ``python -m server`` serves it (server/core/connections.py), on a
     thread and a free port; yields the port and stops the server at the end."""
     import uvicorn
 
-    from server.connections import server_config
+    from server.core.connections import server_config
 
     port = free_port()
     server = uvicorn.Server(server_config(app, "127.0.0.1", port, header_timeout_s,

@@ -95,8 +95,8 @@ def test_the_guides_exercise_is_listed_and_its_mutant_fails_on_its_check(course)
 def test_the_servers_exercise_list_follows_the_setting(course, monkeypatch):
     """The server lists what `graders list --json` lists, with the course's folder made
     absolute for graders processes that run from the repository root."""
-    from server.graders_client import GradersClient
-    from server.settings import Settings
+    from server.core.settings import Settings
+    from server.grading.graders_client import GradersClient
 
     monkeypatch.chdir(course)
     monkeypatch.setenv("GRADERS_EXERCISES", "exercises")  # relative to where the server starts

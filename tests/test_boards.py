@@ -1,12 +1,12 @@
 """Leaderboards computed once per real change, by one request, served with an ETag
-(server/boards.py; issue 26, item 5)."""
+(server/domain/board_cache.py; issue 26, item 5)."""
 
 import threading
 import time
 
 import pytest
 
-from server import boards
+from server.domain import board_cache as boards
 from test_server_api import ADMIN, add_students, auth, running, submit, wait_done
 from test_web_pages import sign_in
 

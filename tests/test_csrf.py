@@ -91,7 +91,7 @@ def test_a_planted_seed_with_the_attackers_own_token_is_refused(signed_in):
     cookie to one it got, with its token, from a visit of its own (signed out)."""
     from starlette.testclient import TestClient
 
-    from server.csrf import SEED_COOKIE
+    from server.auth.csrf import SEED_COOKIE
 
     with TestClient(signed_in.app) as attacker:
         attacker_token = form_token(attacker, "/signin")

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import select, update
 
-from server import admission
-from server.models import RefusedTry, Status, Submission
+from server.domain import admission
+from server.domain.models import RefusedTry, Status, Submission
 from test_server_api import ADMIN, NoDispatch, add_students, auth, running, submit
 
 DEADLINE = datetime(2026, 12, 4, 23, 59, tzinfo=timezone.utc)

@@ -143,7 +143,7 @@ def test_only_instructors_grant_and_removing_nothing_says_so(database_url):
 
 
 def test_the_instructor_page_grants_lists_and_removes_an_extension(tmp_path):
-    from server.csrf import FIELD
+    from server.auth.csrf import FIELD
 
     with running(f"sqlite:///{tmp_path / 'db'}", deadlines=PAST) as client:
         tokens = add_students(client, "ada", "bob")

@@ -187,8 +187,8 @@ def test_a_cpu_pool_and_an_unknown_gpu_have_no_lock_file(tmp_path, monkeypatch):
 
 # -- the server: slots per GPU, a worker process each ------------------------------------
 def test_slots_per_gpu_makes_that_many_slots_on_each_gpu(monkeypatch):
-    from server import queue
-    from server.settings import Settings
+    from server.core.settings import Settings
+    from server.grading import local_pool as queue
 
     monkeypatch.setattr(queue, "visible_gpus", lambda: [0, 1])
     one = queue.default_slots(Settings(grader_device="auto", grading_slots=0, slots_per_gpu=1))
@@ -207,8 +207,8 @@ def test_slots_per_gpu_makes_that_many_slots_on_each_gpu(monkeypatch):
 
 
 def test_each_slot_of_a_shared_gpu_gets_its_own_worker_process(monkeypatch):
-    from server.graders_client import GradersClient
-    from server.settings import Settings
+    from server.core.settings import Settings
+    from server.grading.graders_client import GradersClient
 
     client = GradersClient(Settings(grader_command="", slots_per_gpu=2))
     first = client._worker("cuda", 0, "gpu-0", share_gpu=True)  # noqa: SLF001

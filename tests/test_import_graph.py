@@ -14,6 +14,17 @@ checkable:
 - server/ reaches the graders through their JSON contract and plain names only, and never
   imports torch, triton or numpy, itself or through what it imports.
 
+server/ is cut into layers (issue 38), each importing only the layers below it
+(``SERVER_MAY_IMPORT_LAYERS``): core, then domain, then grading, auth and similarity side by
+side, then the two HTTP faces, api and web, side by side; app.py composes them all. So:
+
+- no module sits directly in server/ but the package, its ``__main__`` and ``app``;
+- the domain speaks no HTTP: it imports neither FastAPI nor Starlette (nor api/, nor web/);
+- api/ and web/ do not import each other;
+- no import runs from a lower layer up to a higher one, or across to a peer;
+- nothing imports another file's underscore name (``from .web import _admin`` was how the
+  extension pages reused the instructor page).
+
 The checks are functions of a graph, so that the test can also show each of them catching
 a forbidden edge added to the real graph.
 """
@@ -55,7 +66,21 @@ SERVER_MAY_IMPORT = {"graders", "graders.shared.vocabulary", "graders.shared.pat
 HEAVY = ("torch", "triton", "numpy")
 # server modules that run as processes of their own, never imported by the server's: the
 # similarity run (copydetect brings numpy and matplotlib)
-RUN_APART = {"server.similarity_run": ("copydetect",)}
+RUN_APART = {"server.similarity.run": ("copydetect",)}
+# server's layers, and what each may import besides itself: the layers below it
+SERVER_MAY_IMPORT_LAYERS = {
+    "core": set(),
+    "domain": {"core"},
+    "grading": {"core", "domain"},
+    "auth": {"core", "domain"},
+    "similarity": {"core", "domain"},
+    "api": {"core", "domain", "grading", "auth", "similarity"},
+    "web": {"core", "domain", "grading", "auth", "similarity"},
+}
+# the files that may sit in server/ outside a layer: the composition root and its runner
+SERVER_LOOSE = {"server", "server.__main__", "server.app"}
+HTTP = ("fastapi", "starlette")  # what the domain never imports
+MAX_SERVER_MODULE_LINES = 350
 
 
 def part_of(module: str) -> str | None:
@@ -65,6 +90,14 @@ def part_of(module: str) -> str | None:
         return None
     if module in ("graders.cli", "graders.__main__"):
         return "cli"
+    return parts[1]
+
+
+def layer_of(module: str) -> str | None:
+    """The layer a server module belongs to (None for the loose files)."""
+    parts = module.split(".")
+    if parts[0] != "server" or len(parts) < 2 or parts[1] not in SERVER_MAY_IMPORT_LAYERS:
+        return None
     return parts[1]
 
 
@@ -161,6 +194,7 @@ def forbidden(graph: dict[str, set[str]]) -> list[str]:
         if name in RUN_APART:
             continue  # its own process: test_a_process_apart_is_never_imported holds it
         if name.startswith("server"):
+            wrong.extend(_layer_crossings(name, imported, project))
             wrong.extend(f"{name} imports {m}, which only {apart} may (its own process)"
                          for apart, mods in RUN_APART.items() for m in sorted(imported)
                          if m in mods)
@@ -172,6 +206,64 @@ def forbidden(graph: dict[str, set[str]]) -> list[str]:
             wrong.extend(f"{name} imports {m}, itself or through what it imports"
                          for m in sorted(heavy))
     return wrong
+
+
+def _layer_crossings(name: str, imported: set[str], project: set[str]) -> list[str]:
+    """The imports of server module ``name`` that its layer may not make."""
+    layer = layer_of(name)
+    if layer is None:
+        if name in SERVER_LOOSE:
+            return []
+        where = "directly in server/" if name.count(".") == 1 else "in no layer of server/"
+        return [f"{name} sits {where} (only {', '.join(sorted(SERVER_LOOSE))} may)"]
+    wrong = []
+    if layer == "domain":
+        wrong.extend(f"the domain's {name} imports {m} (the domain speaks no HTTP)"
+                     for m in sorted(imported) if m in HTTP)
+    for m in sorted(project):
+        other = layer_of(m)
+        if m.startswith("server") and other is None:
+            wrong.append(f"the {layer} layer's {name} imports {m}, the composition root")
+        elif other is not None and other != layer \
+                and other not in SERVER_MAY_IMPORT_LAYERS.get(layer, set()):
+            wrong.append(f"the {layer} layer's {name} imports the {other} layer's {m}")
+    return wrong
+
+
+def private_imports(modules: dict[str, Path]) -> list[tuple[str, str, str]]:
+    """(importer, module, name) for each underscore name one project file takes from
+    another: by ``from module import _name``, or as ``module._name`` of a module it imported."""
+    found = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text())
+        aliases: dict[str, str] = {}  # a local name -> the project module it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1]
+                                    + ([node.module] if node.module else []))
+                if base.split(".")[0] not in PACKAGES:
+                    continue
+                for alias in node.names:
+                    if f"{base}.{alias.name}" in modules:
+                        aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+                    elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append((name, base, alias.name))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in aliases and node.attr.startswith("_") \
+                    and not node.attr.startswith("__"):
+                found.append((name, aliases[node.value.id], node.attr))
+    return sorted(set(found))
+
+
+def forbidden_private(found: list[tuple[str, str, str]]) -> list[str]:
+    return [f"{importer} imports {module}'s underscore name {attr}"
+            for importer, module, attr in found
+            if importer.startswith("server") and module != importer]
 
 
 def _crossings(name: str, project: set[str]) -> list[str]:
@@ -218,13 +310,37 @@ def test_no_import_crosses_a_line():
 
 def test_a_process_apart_is_never_imported():
     """The similarity run imports copydetect (numpy, matplotlib): it is started as a
-    process (server/similarity.py), and no server module imports it."""
+    process (server/similarity/reports.py), and no server module imports it."""
     graph = import_graph()
     for apart, mods in RUN_APART.items():
         assert set(mods) <= graph[apart]
         assert not [name for name, imported in graph.items() if apart in imported]
-        graph["server.similarity"] = graph["server.similarity"] | {apart}
+        reports = "server.similarity.reports"
+        graph[reports] = graph[reports] | {apart}
         assert [name for name, imported in graph.items() if apart in imported]
+
+
+def test_no_file_imports_another_files_underscore_name():
+    assert forbidden_private(private_imports(project_modules())) == []
+
+
+def test_an_underscore_import_added_is_caught():
+    """The extension pages took the instructor page's ``_admin`` before issue 38."""
+    found = private_imports(project_modules())
+    found.append(("server.web.extensions", "server.web.instructor", "_admin"))
+    assert forbidden_private(found) == [
+        "server.web.extensions imports server.web.instructor's underscore name _admin"]
+
+
+def test_every_server_module_sits_in_a_layer_and_is_small():
+    graph = import_graph()
+    server = {m for m in graph if m.startswith("server")}
+    assert {layer_of(m) for m in server} - {None} == set(SERVER_MAY_IMPORT_LAYERS)
+    assert {m for m in server if layer_of(m) is None} == SERVER_LOOSE
+    modules = project_modules()
+    long = {m: n for m in server
+            if (n := len(modules[m].read_text().splitlines())) > MAX_SERVER_MODULE_LINES}
+    assert long == {}
 
 
 def test_every_module_sits_in_a_part():
@@ -248,16 +364,36 @@ def test_every_module_sits_in_a_part():
      "the isolation part's graders.isolation.seed_cache imports graders.engine.registry"),
     (("graders.shared.protocol", "graders.isolation.launch"),
      "the shared part's graders.shared.protocol imports graders.isolation.launch"),
-    (("server.jobs", "graders.engine.checker"), "server.jobs imports graders.engine.checker"),
-    (("server.web", "copydetect"),
-     "server.web imports copydetect, which only server.similarity_run may"),
+    (("server.grading.jobs", "graders.engine.checker"),
+     "server.grading.jobs imports graders.engine.checker"),
+    (("server.web.student", "copydetect"),
+     "server.web.student imports copydetect, which only server.similarity.run may"),
+    # server's layers (issue 38)
+    (("server.domain.roster", "fastapi"),
+     "the domain's server.domain.roster imports fastapi (the domain speaks no HTTP)"),
+    (("server.domain.submissions", "server.api.deps"),
+     "the domain layer's server.domain.submissions imports the api layer's server.api.deps"),
+    (("server.domain.deadlines", "server.web.render"),
+     "the domain layer's server.domain.deadlines imports the web layer's server.web.render"),
+    (("server.api.submissions", "server.web.render"),
+     "the api layer's server.api.submissions imports the web layer's server.web.render"),
+    (("server.web.student", "server.api.deps"),
+     "the web layer's server.web.student imports the api layer's server.api.deps"),
+    (("server.core.settings", "server.domain.models"),
+     "the core layer's server.core.settings imports the domain layer's server.domain.models"),
+    (("server.grading.jobs", "server.auth.tokens"),
+     "the grading layer's server.grading.jobs imports the auth layer's server.auth.tokens"),
+    (("server.auth.deps", "server.app"),
+     "the auth layer's server.auth.deps imports server.app, the composition root"),
+    (("server.helpers", "server.core.db"),
+     "server.helpers sits directly in server/"),
     (("graders.service.task_contract", "numpy"),
      "imports numpy, itself or through what it imports"),
 ])
 def test_each_line_catches_a_forbidden_import_added(edge, words):
     graph = import_graph()
     assert not any(words in line for line in forbidden(graph))
-    graph[edge[0]] = graph[edge[0]] | {edge[1]}
+    graph[edge[0]] = graph.get(edge[0], set()) | {edge[1]}
     assert any(words in line for line in forbidden(graph)), forbidden(graph)
 
 

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 from conftest import REPO
-from server.models import Status, Submission
-from server.progress import record_check
+from server.domain.models import Status, Submission
+from server.domain.progress import record_check
 from test_server_api import NoDispatch, add_students, auth, running, submit
 from test_web_pages import sign_in
 

@@ -7,8 +7,8 @@ import json
 import threading
 import time
 
-from server.models import Status, Submission
-from server.progress import record_check
+from server.domain.models import Status, Submission
+from server.domain.progress import record_check
 from services import until
 from test_server_api import ADMIN, NoDispatch, add_students, auth, running, submit
 

@@ -27,7 +27,7 @@ from sqlalchemy.orm import selectinload
 from test_server_api import add_students, auth, settings_for, submit
 
 from server.app import create_app
-from server.models import Status, Submission
+from server.domain.models import Status, Submission
 
 SECRET = "remote-dispatch-secret-0123"
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,

@@ -12,8 +12,8 @@ from sqlalchemy import func, select
 
 from conftest import REPO, mutant_file
 from server.app import create_app
-from server.models import GradeRun, Submission
-from server.settings import Settings
+from server.core.settings import Settings
+from server.domain.models import GradeRun, Submission
 
 ADMIN = "instructor-token"
 PASS = "# fake: passed 100\nprint('hi')\n"
@@ -253,7 +253,7 @@ def test_instructor_roster_regrade_flag_and_export(database_url):
         assert r.status_code == 200
         tokens = {s["username"]: s["token"] for s in r.json()["students"]}
         with client.app.state.sessionmaker() as db:  # tokens are stored hashed
-            from server.models import User
+            from server.domain.models import User
             stored = {u.token_hash for u in db.scalars(select(User))}
         assert not set(tokens.values()) & stored
         a = submit(client, tokens["ada"]).json()["id"]
@@ -320,7 +320,7 @@ def _graded(db, username: str, score: float, exercise: str = "safe_softmax",
             result: dict | None = None, **fields) -> int:
     """A graded submission of ``username``, straight into the database: ``result`` is the
     grader's JSON (a plain pass by default); ``fields`` set the submission's own columns."""
-    from server.models import Status, User
+    from server.domain.models import Status, User
 
     result = result or {"verdict": "passed", "score": score}
     user = db.scalar(select(User).where(User.username == username))
@@ -358,7 +358,7 @@ def test_regrade_all_keeps_the_board_and_the_csv_and_leaves_students_room(databa
 
 
 def test_regrades_and_new_work_take_turns(database_url):
-    from server.queue import LocalPool, SlotSpec
+    from server.grading.local_pool import LocalPool, SlotSpec
 
     with running(database_url, dispatcher=NoDispatch()) as client:
         tokens = add_students(client, "ada", "bob", "cy", "dan")
@@ -403,5 +403,5 @@ def test_the_late_policy_decides_the_board_and_the_csv_alike(tmp_path, policy, b
         assert scores == csv_scores
         assert {r["late_policy"] for r in rows} == {policy}
         page = client.get("/leaderboard/safe_softmax").text
-        from server.services import LATE_POLICIES
+        from server.domain.leaderboard import LATE_POLICIES
         assert LATE_POLICIES[policy] in page

@@ -12,7 +12,7 @@ import httpx
 from sqlalchemy import create_engine, func, select
 
 from conftest import REPO
-from server.models import GradeRun, Submission
+from server.domain.models import GradeRun, Submission
 from services import free_port
 
 ADMIN = "crash-admin-token-0123"

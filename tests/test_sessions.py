@@ -13,12 +13,13 @@ from alembic.migration import MigrationContext
 from sqlalchemy import func, select, update
 from starlette.testclient import TestClient
 
-from server import auth, readers
 from server.app import create_app
-from server.auth import COOKIE, MAX_SESSIONS_PER_USER
-from server.db import make_engine
-from server.migrate import upgrade
-from server.models import Base, User, WebSession, utcnow
+from server.auth import readers, sessions
+from server.auth.sessions import COOKIE, MAX_SESSIONS_PER_USER
+from server.core.clock import utcnow
+from server.core.db import make_engine
+from server.core.migrate import upgrade
+from server.domain.models import Base, User, WebSession
 from test_server_api import ADMIN, add_students, running, settings_for
 from test_web_pages import form_token, sign_in
 
@@ -120,7 +121,7 @@ def test_the_migrations_build_the_models_tables(database_url):
 
 def _leaderboard_reader(client) -> str | None:
     """Whose name the leaderboard page's header shows (it keeps readers in memory:
-    server/readers.py), or None when it reads as signed out."""
+    server/auth/readers.py), or None when it reads as signed out."""
     page = client.get("/leaderboard/safe_softmax").text
     match = re.search(r"<span>([^<]+)</span>", page[:page.index("<main")])
     return match.group(1) if match else None
@@ -141,6 +142,6 @@ def test_the_leaderboard_page_forgets_a_session_the_moment_it_ends(tmp_path, mon
         sign_in(client, tokens["bob"])
         assert _leaderboard_reader(client) == "Bob"
         later = utcnow() + timedelta(days=14, minutes=1)  # expired, remembered or not
-        for module in (auth, readers):
+        for module in (sessions, readers):
             monkeypatch.setattr(module, "utcnow", lambda: later)
         assert _leaderboard_reader(client) is None

@@ -1,5 +1,5 @@
 """Two server processes against one database (issue 27): what one process commits clears
-the other's in-memory views (server/shared_state.py), and a worker's progress reported to
+the other's in-memory views (server/core/shared_state.py), and a worker's progress reported to
 one is shown by the other (it is kept on the submission's row).
 
 The other process is real: a Python subprocess that changes the database through the
@@ -14,18 +14,20 @@ import textwrap
 from sqlalchemy import select
 
 from conftest import REPO
-from server import boards, readers, shared_state
-from server.models import Status, Submission, User
-from server.progress import progress_of
+from server.auth import readers
+from server.core import shared_state
+from server.domain import board_cache as boards
+from server.domain.models import Status, Submission, User
+from server.domain.progress import progress_of
 from test_server_api import NoDispatch, add_students, running, submit
 from test_web_pages import sign_in
 
 
 def _other_process(database_url: str, code: str) -> None:
     script = textwrap.dedent(f"""
-        from server.db import make_engine, make_sessionmaker
-        from server.models import *
-        import server.boards, server.readers  # their commit hooks, as in a server
+        from server.core.db import make_engine, make_sessionmaker
+        from server.domain.models import *
+        import server.domain.board_cache, server.auth.readers  # their commit hooks, as in a server
         from sqlalchemy import select
         sessions = make_sessionmaker(make_engine({database_url!r}))
     """) + textwrap.dedent(code)

@@ -10,8 +10,8 @@ import re
 import time
 
 from conftest import REPO
-from server.models import Flag, Status, Submission
-from server.similarity_run import FLOOR, Source, compare
+from server.domain.models import Flag, Status, Submission
+from server.similarity.run import FLOOR, Source, compare
 from test_server_api import ADMIN, NoDispatch, add_students, auth, running, submit
 from test_web_pages import form_token, sign_in
 
@@ -145,7 +145,7 @@ def test_a_students_best_file_is_compared_as_well_as_their_latest(database_url):
     """A copy of ada's best submission is found after ada hands in something else: each
     student brings their best (highest score) and their latest file, and a pair of students
     is as similar as their two closest files (SQLite and PostgreSQL choose the same)."""
-    from server.similarity_run import candidate_sources
+    from server.similarity.run import candidate_sources
 
     with running(database_url, dispatcher=NoDispatch()) as client:
         tokens = add_students(client, "ada", "bob", "cy")
@@ -177,8 +177,8 @@ def test_a_students_best_file_is_compared_as_well_as_their_latest(database_url):
 def test_marks_widened_to_whole_words_are_merged_where_they_meet():
     """copydetect can split one match inside a word ("imp|ort"): widened, the two spans
     overlap, and the view must mark both whole (it once dropped the second)."""
-    from server.similarity_run import _spans
-    from server.web_similarity import marked
+    from server.similarity.run import _spans
+    from server.web.similarity import marked
 
     text = "from x import y\nz = 1\n"
     # copydetect's slices: a row of starts and a row of ends

@@ -4,8 +4,8 @@ Twenty sockets each pipelined 400 `GET /api/exercises/safe_softmax` (15 kB each)
 session cookie and never read a byte. Each stuck answer held a database session while
 uvicorn waited to write it, the pool (5 + 10) ran dry, and `/api/submissions` and
 `/api/leaderboard` answered nothing for as long as the sockets stayed open. Now no route
-holds a session past its function (server/auth.py's `get_db` is function-scoped), and one
-address's connections are capped (server/connections.py).
+holds a session past its function (server/auth/sessions.py's `get_db` is function-scoped), and one
+address's connections are capped (server/core/connections.py).
 """
 
 import http.client
@@ -17,7 +17,7 @@ from pathlib import Path
 from fastapi.routing import APIRoute
 
 from server.app import create_app
-from server.auth import get_db
+from server.auth.deps import get_db
 from services import embedded_server
 from test_server_api import ADMIN, NoDispatch, settings_for
 

@@ -1,7 +1,7 @@
 """Idle and half-sent connections do not take the embedded server down (issue 12, item 2).
 
 Thousands of sockets that connect and send nothing, or send half a request's headers, are
-held against the server as `python -m server` runs it (server/connections.py); meanwhile
+held against the server as `python -m server` runs it (server/core/connections.py); meanwhile
 /api/health must answer within 1 s, and the server must close the silent sockets once
 their header deadline passes.
 """
@@ -16,7 +16,7 @@ import time
 
 from conftest import REPO
 from server.app import create_app
-from server.connections import raise_file_limit
+from server.core.connections import raise_file_limit
 from services import embedded_server, free_port
 from test_server_api import NoDispatch, settings_for
 
@@ -94,7 +94,7 @@ def test_a_thousand_slow_bodies_at_once_leave_health_answering_another_client(tm
     The server is `python -m server` in a process of its own, as it runs for real; it, the
     attacker and the sampler run at one priority above the rest of the machine, so the
     other pytest process's work is not what this measures. There, without turns and the
-    frozen heap (server/fairness.py, server/__main__.py), health took 580-610 ms at worst;
+    frozen heap (server/core/fairness.py, server/__main__.py), health took 580-610 ms at worst;
     with them 190-320 ms (170-270 ms beside two busy loops at the usual priority)."""
     port = free_port()
     body_timeout_s = 3
@@ -149,12 +149,12 @@ def _post_signin(port: int, body: bytes) -> None:
 
 
 def test_a_request_from_another_address_starts_within_two_turns_of_a_burst():
-    """FairStart (server/fairness.py) on its own: 1,000 requests from one address arrive
+    """FairStart (server/core/fairness.py) on its own: 1,000 requests from one address arrive
     in one turn of the loop, then one from another address. First come, first served, it
     started 1,001st; in turns it starts within the next two turns' worth of requests."""
     import asyncio
 
-    from server.fairness import FairStart
+    from server.core.fairness import FairStart
 
     started: list[str] = []
 
@@ -180,6 +180,6 @@ def test_a_request_from_another_address_starts_within_two_turns_of_a_burst():
 
 def test_the_server_lets_requests_in_by_turns_before_anything_else_runs(tmp_path):
     app = create_app(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}"), dispatcher=NoDispatch())
-    from server.fairness import FairStart
+    from server.core.fairness import FairStart
 
     assert app.user_middleware[0].cls is FairStart  # outermost: before the body's clock

@@ -17,8 +17,8 @@ from conftest import REPO, run_cli
 from test_server_api import NoDispatch, add_students, auth, running, submit, wait_done
 
 from graders.engine.params import ParamError, parse_cli
-from server.graders_client import ExerciseInfo
-from server.student_params import derive
+from server.domain.exercises import ExerciseInfo
+from server.domain.student_params import derive
 
 SECRET = "test-course-secret-0123456789"
 # independent of the exercise's checks.py: module §5's count, by hand
@@ -203,7 +203,7 @@ class RecordingCelery:
 
 
 def test_the_celery_task_carries_the_students_params(tmp_path):
-    from server.dispatch_celery import CeleryDispatcher
+    from server.grading.celery_dispatch import CeleryDispatcher
 
     with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch(),
                  course_secret=SECRET) as client:
@@ -220,9 +220,9 @@ def test_the_celery_task_carries_the_students_params(tmp_path):
 
 
 def test_a_result_graded_with_other_params_is_not_the_students_grade(tmp_path):
-    from server.graders_client import GradeOutcome
-    from server.jobs import Claimer, store
-    from server.models import Submission
+    from server.domain.models import Submission
+    from server.grading.graders_client import GradeOutcome
+    from server.grading.jobs import Claimer, store
 
     with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch(),
                  course_secret=SECRET, max_grader_attempts=2) as client:
@@ -301,8 +301,8 @@ def test_a_student_sees_their_own_params_and_their_gradings_use_them(tmp_path):
 
 
 def test_the_development_secret_is_warned_about(caplog):
-    from server.settings import Settings
-    from server.student_params import warn_if_development_secret
+    from server.core.settings import Settings
+    from server.domain.student_params import warn_if_development_secret
 
     with caplog.at_level("WARNING", logger="server.student_params"):
         assert warn_if_development_secret(Settings())

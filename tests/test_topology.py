@@ -26,7 +26,7 @@ from conftest import REPO
 from services import free_port, start_redis
 from sqlalchemy import create_engine, func, select
 
-from server.models import GradeRun, Status, Submission
+from server.domain.models import GradeRun, Status, Submission
 
 ADMIN = "topology-admin-token-0123"
 SECRET = "topology-task-secret-0123"
@@ -190,7 +190,7 @@ def test_a_burst_survives_a_lost_worker_broker_and_server(postgres, tmp_path):
         assert lost == [] and twice == []
         assert verdicts["passed"] >= 1 and verdicts["compile_error"] >= 250
         # each server's leaderboard, kept in its memory, shows the other's results too
-        # (server/shared_state.py: within about a second)
+        # (server/core/shared_state.py: within about a second)
         time.sleep(2.5)
         boards = [httpx.get(f"{base}/api/leaderboard/safe_softmax", timeout=30).json()
                   for base in top.bases]

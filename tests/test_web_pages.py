@@ -4,7 +4,7 @@ import json
 import re
 
 from conftest import REPO
-from server.auth import COOKIE
+from server.auth.sessions import COOKIE
 from test_server_api import ADMIN, _graded, add_students, running
 
 GPU_RESULT = {
@@ -63,7 +63,7 @@ def test_signing_in_sets_an_httponly_cookie(tmp_path):
 
 
 def form_token(client, path: str) -> str:
-    """The CSRF token a page's forms carry (server/csrf.py)."""
+    """The CSRF token a page's forms carry (server/auth/csrf.py)."""
     match = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get(path).text)
     assert match, f"no CSRF token on {path}"
     return match.group(1)
@@ -113,7 +113,7 @@ def test_an_uploaded_hip_file_is_hip_whatever_the_picker_says(tmp_path):
 def test_a_student_sees_that_a_flagged_submission_does_not_count(tmp_path):
     """Issue 14, item 6: the student's page said 100/100 with a small grey "flagged" while
     the leaderboard showed a lower score."""
-    from server.models import Flag
+    from server.domain.models import Flag
 
     with running(f"sqlite:///{tmp_path / 'db'}") as client:
         token = add_students(client, "ada")["ada"]
@@ -157,7 +157,7 @@ def test_submitting_while_one_is_in_flight_keeps_the_file_and_links_the_first(tm
     """Issue 14, item 8: "wait for it" with no link, the chosen file dropped, and the browser
     left on /submit."""
     from test_server_api import NoDispatch
-    from server.csrf import FIELD
+    from server.auth.csrf import FIELD
 
     with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch()) as client:
         token = add_students(client, "ada")["ada"]
@@ -183,7 +183,7 @@ def test_submitting_while_one_is_in_flight_keeps_the_file_and_links_the_first(tm
 def test_the_instructor_pages_confirm_report_and_name(tmp_path):
     """Issue 14, item 9: "regrade all" asked nothing and said nothing; the list had no time
     or late column; a submission's page did not name its student."""
-    from server.csrf import FIELD
+    from server.auth.csrf import FIELD
 
     with running(f"sqlite:///{tmp_path / 'db'}") as client:
         token = add_students(client, "ada")["ada"]
@@ -219,7 +219,7 @@ def test_the_instructor_pages_confirm_report_and_name(tmp_path):
 def test_signing_in_returns_to_the_page_it_came_from(tmp_path):
     """Issue 14, item 10: sign-in always went to /exercises. It returns to the page that
     asked, and only ever to a page of this app."""
-    from server.csrf import FIELD
+    from server.auth.csrf import FIELD
 
     with running(f"sqlite:///{tmp_path / 'db'}") as client:
         token = add_students(client, "ada")["ada"]

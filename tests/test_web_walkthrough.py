@@ -13,8 +13,8 @@ from test_server_api import ADMIN, NoDispatch, _graded, add_students, auth, grad
 from test_web_pages import form_token, sign_in
 
 from graders.shared.vocabulary import Verdict
-from server.csrf import FIELD
-from server.models import Status, Submission
+from server.auth.csrf import FIELD
+from server.domain.models import Status, Submission
 
 PAST = {"safe_softmax": "2020-01-01T00:00:00+00:00"}
 
@@ -165,7 +165,7 @@ def test_every_time_in_the_csv_and_the_json_carries_its_timezone(database_url):
 
 def test_a_time_read_in_another_timezone_is_written_in_utc():
     """PostgreSQL answers in its session's timezone: the server still writes +00:00."""
-    from server.api.common import iso
+    from server.domain.formatting import iso
 
     berlin = datetime(2026, 12, 16, 0, 59, tzinfo=timezone(timedelta(hours=1)))
     assert iso(berlin) == "2026-12-15T23:59:00+00:00"

@@ -1,5 +1,5 @@
 """Driving ``python -m graders worker`` from another process: the server's local slots
-(server/graders_client.py) and a remote Celery worker (graders/service/remote_worker.py) both.
+(server/grading/graders_client.py) and a remote Celery worker (graders/service/remote_worker.py) both.
 
 The standard library alone: the web process imports this without torch or triton.
 """

@@ -8,111 +8,24 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel, Field, model_validator
-from starlette.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from ..auth import end_sessions_of, get_db, hash_token, instructor, new_token
-from ..deadlines import applying, deadline_of, extensions_by_student
-from ..filenames import attachment
-from ..models import USERNAME_PATTERN, Flag, Role, Submission, User
-from .. import similarity
-from ..services import (best_per_student, flagged_per_student, not_scored_per_student, requeue,
-                        submissions_query)
-from .common import exercise_or_error, iso, submission_json
-from .validation import MAX_ID, DbId, FlagName, StatusName, Verdict, check_unicode, read_json
+from ..auth.deps import DbId, exercise_or_error, get_db, instructor
+from ..auth.roster_tokens import issue_tokens
+from ..domain.deadlines import applying, deadline_of, extensions_by_student
+from ..domain.filenames import attachment
+from ..domain.formatting import iso
+from ..domain.leaderboard import best_per_student, flagged_per_student, not_scored_per_student
+from ..domain.models import Flag, Role, Submission, User
+from ..domain.roster import BOM, Roster, csv_cell, roster_from_csv, roster_text
+from ..domain.submissions import requeue, submissions_query
+from ..domain.validation import MAX_ID, FlagName, StatusName, Unstorable, Verdict
+from .deps import read_json, submission_json
 
 router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(instructor)])
-
-
-class StudentIn(BaseModel):
-    username: str = Field(pattern=f"^{USERNAME_PATTERN}$")
-    display_name: str = Field(min_length=1, max_length=128)
-
-
-class Roster(BaseModel):
-    students: list[StudentIn]
-
-    @model_validator(mode="after")
-    def _each_username_once(self):
-        # twice in one roster would issue two tokens, and the first would be dead at once
-        seen, twice = set(), set()
-        for student in self.students:
-            if student.username in seen:
-                twice.add(student.username)
-            seen.add(student.username)
-        if twice:
-            raise ValueError(f"a roster names each username once; twice: {', '.join(sorted(twice))}")
-        return self
-
-
-# How a roster file's bytes are read: UTF-8 (with Excel's byte-order mark or without), else
-# Windows-1252, which is what Excel on Windows saves as plain "CSV". A file that is valid
-# UTF-8 is never read as Windows-1252 (text in the one is almost never valid in the other).
-UTF8, WINDOWS_1252 = "utf-8", "windows-1252"
-
-
-def roster_text(data: bytes) -> tuple[str, str]:
-    """The roster file's text and the encoding it was read in; ValueError says what to do
-    with a file that is neither."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ValueError("the file is UTF-16 (Excel's \"Unicode Text\"): save it as \"CSV UTF-8 "
-                         "(Comma delimited)\" and upload that")
-    try:
-        return data.decode("utf-8-sig"), UTF8
-    except UnicodeDecodeError:
-        pass
-    try:
-        return data.decode("cp1252"), WINDOWS_1252
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"the file is neither UTF-8 nor Windows-1252 text (byte {exc.start}): "
-                         "save it as \"CSV UTF-8 (Comma delimited)\" and upload that") from None
-
-
-def roster_from_csv(text: str) -> Roster:
-    """A roster from CSV with the header row username,display_name; ValueError says why not
-    (and, as for a JSON body, text a database cannot store is a 422)."""
-    check_unicode(text, "the roster")
-    rows = list(csv.DictReader(io.StringIO(text)))
-    if not rows or not {"username", "display_name"} <= set(rows[0]):
-        raise ValueError("the CSV needs a header row: username,display_name")
-    return Roster(students=[{"username": (r["username"] or "").strip(),
-                             "display_name": (r["display_name"] or "").strip()} for r in rows])
-
-
-ROSTER_BATCH = 500  # usernames per query (SQLite takes 32,766 parameters, PostgreSQL 65,535)
-
-
-def issue_tokens(db: Session, students: list[StudentIn]) -> list[dict[str, str]]:
-    """New students get a token; a known username gets a fresh one (the old stops working,
-    and so do browser sessions made with it). Committed as one; an instructor's username
-    refuses the whole roster (409). Blocking: routes run it on a thread (a 3,000-student
-    roster took 2.6 s on the event loop, and the whole server waited: issue 26, item 6)."""
-    names = [s.username for s in students]
-    known: dict[str, User] = {}
-    for start in range(0, len(names), ROSTER_BATCH):
-        known.update((u.username, u) for u in db.scalars(
-            select(User).where(User.username.in_(names[start:start + ROSTER_BATCH]))))
-    instructors = [n for n in names if n in known and known[n].role is Role.INSTRUCTOR]
-    if instructors:
-        raise HTTPException(409, f"{instructors[0]!r} is an instructor")
-    issued, reissued = [], []
-    for student in students:
-        token = new_token()
-        user = known.get(student.username)
-        if user is None:
-            db.add(User(username=student.username, display_name=student.display_name,
-                        role=Role.STUDENT, token_hash=hash_token(token)))
-        else:
-            user.display_name, user.token_hash = student.display_name, hash_token(token)
-            reissued.append(user.id)
-        issued.append({"username": student.username, "display_name": student.display_name,
-                       "token": token})
-    for start in range(0, len(reissued), ROSTER_BATCH):
-        end_sessions_of(db, reissued[start:start + ROSTER_BATCH])  # old tokens' browsers
-    db.commit()
-    return issued
 
 
 @router.post("/students")
@@ -128,6 +41,8 @@ async def add_students(request: Request, db: Session = Depends(get_db, scope="fu
         try:
             text, encoding = roster_text(data)
             roster = await run_in_threadpool(roster_from_csv, text)
+        except Unstorable as exc:  # as for a JSON body's text
+            raise HTTPException(422, str(exc)) from None
         except ValueError as exc:
             raise HTTPException(422, f"bad roster: {exc}") from None
         # how the file was read, so that a Windows-1252 one is known to have been taken as such
@@ -192,16 +107,6 @@ def flag_submission(submission_id: DbId, body: FlagIn, request: Request,
     return submission_json(request, s, with_result=False)
 
 
-def csv_cell(text: str) -> str:
-    """A spreadsheet runs a cell that starts with = + - @ as a formula: quote it."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
-# Excel reads a CSV without a byte-order mark in the machine's own code page, so "Ångström"
-# would open as "Ã…ngstrÃ¶m": every CSV the server writes starts with one.
-BOM = "\ufeff"
-
-
 def csv_response(text: str, filename: str) -> Response:
     return Response((BOM + text).encode("utf-8"), media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": attachment(filename)})
@@ -211,7 +116,7 @@ def csv_response(text: str, filename: str) -> Response:
 def export_csv(request: Request, db: Session = Depends(get_db, scope="function")):
     """One row per student per exercise, those without a submission too: the counted score
     under LATE_POLICY, the flagged submissions that do not count, the deadline that applied
-    to that student (`extension` yes when theirs was extended: server/deadlines.py), and the
+    to that student (`extension` yes when theirs was extended: server/domain/deadlines.py), and the
     submissions that have no score (`not_scored`: HIP only compiled, without a GPU), which
     never count as a grade."""
     settings = request.app.state.settings
@@ -239,28 +144,3 @@ def export_csv(request: Request, db: Session = Depends(get_db, scope="function")
                              marks, policy, iso(due.at) or "", "yes" if due.extended else "no",
                              " ".join(f"{u.id}:{u.verdict}" for u in unscored.get(user.id, []))])
     return csv_response(out.getvalue(), "grades.csv")
-
-
-# -- similarity (issue 30): computed in a process of its own, read from the database --------
-@router.post("/similarity/{exercise}", status_code=202)
-def start_similarity(exercise: str, request: Request, db: Session = Depends(get_db, scope="function")):
-    """Starts a run over the exercise's latest submission of each student (or returns the
-    one still running); the report is read with GET."""
-    info = exercise_or_error(request, exercise)
-    report = similarity.start(db, info.name, request.app.state.settings.database_url,
-                              skeletons_of(info))
-    return similarity.to_json(report)
-
-
-@router.get("/similarity/{exercise}")
-def get_similarity(exercise: str, request: Request, db: Session = Depends(get_db, scope="function")):
-    info = exercise_or_error(request, exercise)
-    report = similarity.latest(db, info.name)
-    if report is None:
-        raise HTTPException(404, f"no similarity report for {info.name} yet: POST to start one")
-    return similarity.to_json(report)
-
-
-def skeletons_of(info) -> dict[str, str]:
-    """Each language's skeleton text: the boilerplate no match may count."""
-    return {language: skeleton.get("source", "") for language, skeleton in info.skeletons.items()}

@@ -22,11 +22,9 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from ..auth import current_user, get_db
-from ..models import Status, Submission, User
-from .common import own_submission
+from ..auth.deps import DbId, current_user, get_db, own_submission
+from ..domain.models import Status, Submission, User
 from .submissions import submission_view
-from .validation import DbId
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
 LOOK_EVERY_S = 1.0

@@ -3,11 +3,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 
-from ..auth import get_db, optional_user
-from ..deadlines import StudentDeadline, deadline_for, deadlines_for
-from ..models import User
-from ..student_params import params_for
-from .common import exercise_or_error, iso
+from ..auth.deps import exercise_or_error, get_db, optional_user
+from ..domain.deadlines import StudentDeadline, deadline_for, deadlines_for
+from ..domain.formatting import iso
+from ..domain.models import User
+from ..domain.student_params import params_for
 
 router = APIRouter(prefix="/api/exercises", tags=["exercises"])
 
@@ -41,7 +41,7 @@ def get_exercise(name: str, request: Request, user: User | None = Depends(option
 
 
 def _own_params(request: Request, e, user: User | None) -> dict | None:
-    """The reader's own values of the exercise's parameters (server/student_params.py):
+    """The reader's own values of the exercise's parameters (server/domain/student_params.py):
     {} for an exercise without any; None to a reader we do not know, whose they are not."""
     if not e.params:
         return {}

@@ -1,5 +1,5 @@
 """Instructor endpoints for extensions: one student's later deadline for one exercise
-(the rules: server/deadlines.py)."""
+(the rules: server/domain/deadlines.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from ..auth import get_db, instructor
-from ..deadlines import (NOTE_MAX, Unaccepted, all_extensions, deadline_of, grant,
-                         parse_deadline, revoke)
-from ..models import Extension, User
-from .common import iso
-from .validation import read_json
+from ..auth.deps import get_db, instructor
+from ..domain.deadlines import (NOTE_MAX, Unaccepted, all_extensions, deadline_of, grant,
+                                parse_deadline, revoke)
+from ..domain.formatting import iso
+from ..domain.models import Extension, User
+from .deps import read_json
 
 router = APIRouter(prefix="/api/admin/extensions", tags=["admin"])
 

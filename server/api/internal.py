@@ -1,7 +1,7 @@
 """Where remote workers report: start, heartbeat and result of one task each.
 
 Every call names its task (submission, attempt) and carries that task's credential
-(server/task_tokens.py) in ``X-Task-Token``; nothing else is accepted from a worker. A
+(server/grading/task_tokens.py) in ``X-Task-Token``; nothing else is accepted from a worker. A
 call for an attempt that is over (graded, put back, given to another worker) answers
 409, and the worker drops the task.
 """
@@ -16,11 +16,12 @@ from pydantic import BaseModel, Field
 
 from graders.shared.vocabulary import Verdict
 
-from ..graders_client import GradeOutcome
-from ..jobs import store
-from ..models import Status, Submission, utcnow
-from ..progress import add_check
-from ..task_tokens import valid
+from ..core.clock import utcnow
+from ..domain.models import Status, Submission
+from ..domain.progress import add_check
+from ..grading.graders_client import GradeOutcome
+from ..grading.jobs import store
+from ..grading.task_tokens import valid
 
 log = logging.getLogger("server.internal")
 router = APIRouter(prefix="/internal/tasks", include_in_schema=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from .. import boards
-from .common import exercise_or_error
+from ..auth.deps import exercise_or_error
+from ..domain import board_cache as boards
 
 router = APIRouter(prefix="/api/leaderboard", tags=["leaderboard"])
 

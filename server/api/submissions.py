@@ -9,12 +9,13 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..auth import current_user, get_db
-from ..models import Submission, User
-from ..progress import progress_of
-from ..services import Refused, accept_submission
-from .common import iso, own_submission, submission_json, submission_url
-from .validation import DbId, read_json
+from ..auth.deps import DbId, current_user, get_db, own_submission
+from ..domain.admission import Refused
+from ..domain.formatting import iso
+from ..domain.models import Submission, User
+from ..domain.progress import progress_of
+from ..domain.submissions import accept_submission
+from .deps import read_json, submission_json, submission_url
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
 

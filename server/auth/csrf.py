@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request, Response
 
-from .auth import COOKIE as SESSION_COOKIE
-from .strength import same_secret
+from ..core.strength import same_secret
+from .sessions import COOKIE as SESSION_COOKIE
 
 SEED_COOKIE = "autograder_csrf"
 FIELD = "csrf"

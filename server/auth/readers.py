@@ -13,7 +13,7 @@ its user) and served from memory until:
 A lookup that raced with such a commit is not remembered (a generation counter), so a
 revoked session is never served from here after its revocation committed; a revocation
 committed by another server process is applied here within about a second
-(server/shared_state.py).
+(server/core/shared_state.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ from fastapi import Request
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from .auth import COOKIE, hash_token, session_lifetime, session_query
-from .commits import changed_columns, note
-from .models import Role, User, WebSession, as_utc, utcnow
-from .shared_state import share
+from ..core.clock import as_utc, utcnow
+from ..core.commit_hooks import changed_columns, note
+from ..core.shared_state import share
+from ..domain.models import Role, User, WebSession
+from .sessions import COOKIE, session_lifetime, session_query
+from .tokens import hash_token
 
 MAX_REMEMBERED = 20_000  # readers; past it the memory starts again (each costs ~300 bytes)
 _USER_COLUMNS = frozenset({"token_hash", "display_name", "role"})

@@ -1,42 +1,18 @@
-"""Bearer tokens: random, shown once, stored as SHA-256 hashes."""
+"""A browser's sign-in: a session cookie that stands for the user while it lasts."""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from datetime import timedelta
 
-from fastapi import Depends, HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Request
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from .models import Role, User, WebSession, utcnow
-
-bearer = HTTPBearer(auto_error=False)
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(24)
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def get_db(request: Request):
-    with request.app.state.sessionmaker() as session:
-        yield session
-
+from ..core.clock import utcnow
+from ..domain.models import User, WebSession
+from .tokens import hash_token, new_token
 
 COOKIE = "autograder_session"  # the web pages' session: HttpOnly, SameSite=Lax
-
-
-def user_for_token(db: Session, token: str | None) -> User | None:
-    """The user whose API token this is (the bearer token of curl)."""
-    if not token:
-        return None
-    return db.scalar(select(User).where(User.token_hash == hash_token(token)))
 
 
 # A browser's session ends (issue 26, item 4): when it is older than SESSION_DAYS; when the
@@ -97,39 +73,3 @@ def end_session(db: Session, session_token: str | None) -> None:
     if session_token:
         db.execute(delete(WebSession).where(WebSession.token_hash == hash_token(session_token)))
         db.commit()
-
-
-def current_user(request: Request,
-                 credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-                 db: Session = Depends(get_db, scope="function")) -> User:
-    """A bearer token (curl), or the signed-in browser's cookie."""
-    cookie = None if credentials else request.cookies.get(COOKIE)
-    if cookie is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
-        # a cookie rides along on any site's form: changes through the API need the bearer
-        # token (the pages' own forms carry their CSRF token instead: server/csrf.py)
-        raise HTTPException(403, "send `Authorization: Bearer <token>` to change anything "
-                                 "through the API; the sign-in cookie only reads")
-    if credentials is None and cookie is None:
-        raise HTTPException(401, "missing bearer token: send `Authorization: Bearer <token>`",
-                            headers={"WWW-Authenticate": "Bearer"})
-    user = user_for_token(db, credentials.credentials) if credentials else \
-        session_user(request, db)
-    if user is None:
-        raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
-    return user
-
-
-def instructor(user: User = Depends(current_user)) -> User:
-    if user.role is not Role.INSTRUCTOR:
-        raise HTTPException(403, "instructors only")
-    return user
-
-
-def optional_user(request: Request,
-                  credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-                  db: Session = Depends(get_db, scope="function")) -> User | None:
-    """Who reads a public page, if anyone we know: it shows them their own view (their
-    deadline, say). An unknown token reads like no token: the page is public either way."""
-    if credentials is not None:
-        return user_for_token(db, credentials.credentials)
-    return session_user(request, db)

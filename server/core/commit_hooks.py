@@ -1,7 +1,7 @@
 """What a session's transaction changed, handed on when it commits, dropped on rollback.
 
-The in-memory views that must follow the database (server/boards.py: the leaderboards;
-server/readers.py: the signed-in readers) each note, while a session flushes or executes,
+The in-memory views that must follow the database (server/domain/board_cache.py: the leaderboards;
+server/auth/readers.py: the signed-in readers) each note, while a session flushes or executes,
 what its writes touched, and act on it only once the transaction has committed: a reader
 that looked before the commit must not see its effect early, nor a rolled-back one ever.
 """

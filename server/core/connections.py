@@ -25,7 +25,6 @@ from collections import Counter
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-
 TOO_MANY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
             b"Connection: close\r\nContent-Length: 50\r\n\r\n"
             b"too many connections from your address; try again\n")

@@ -8,7 +8,8 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+# beside the layers, not in core: its env.py reads the domain's models
+MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
 
 
 def upgrade(engine: Engine) -> None:

@@ -17,9 +17,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from . import strength
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # DEVELOPMENT ONLY. Each student's exercise parameters are derived from COURSE_SECRET
-# (server/student_params.py): anyone who knows it can compute every student's numbers, and
+# (server/domain/student_params.py): anyone who knows it can compute every student's numbers, and
 # this one is in the repository. The server logs a warning at start while it is in use.
 DEV_COURSE_SECRET = "development-only-course-secret:set-COURSE_SECRET"
 
@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     # when set, GET /metrics asks for it as a bearer token (Prometheus' `authorization`);
     # unset, the counts are public, as on a server only the operator's proxy reaches
     metrics_token: str | None = None
-    session_days: float = 14.0  # a browser's sign-in lasts this long (server/auth.py)
+    session_days: float = 14.0  # a browser's sign-in lasts this long (server/auth/sessions.py)
 
     # grading
     grader_python: str = sys.executable  # the Python that runs `-m graders`
@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     max_grader_attempts: int = 3  # grader_error retried this often, then `error`
 
     # who grades: `local` (the embedded default: slots in this process's machine) or
-    # `celery` (workers on other hosts, through a Redis broker; server/dispatch_celery.py)
+    # `celery` (workers on other hosts, through a Redis broker; server/grading/celery_dispatch.py)
     dispatcher: str = "local"
     broker_url: str = "redis://127.0.0.1:6379/0"
     grader_queue: str = "cuda"  # the Celery queue (device kind) jobs are published to
@@ -67,9 +67,9 @@ class Settings(BaseSettings):
     header_timeout_s: float = 10.0  # to send a request's headers, else the connection closes
     body_timeout_s: float = 30.0  # to send its body, else 408
     # open connections one client address may hold (0: no limit); behind a proxy or a
-    # campus NAT the whole class is one address: raise it there (server/connections.py)
+    # campus NAT the whole class is one address: raise it there (server/core/connections.py)
     max_connections_per_client: int = 1000
-    # per student and exercise (server/admission.py): a deadline's rush on one exercise
+    # per student and exercise (server/domain/admission.py): a deadline's rush on one exercise
     # leaves the others' room
     submissions_per_hour: int = 20
     max_in_flight_per_student: int = 1
@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     # submission of the exercise within it is judged late or on time by the refused try
     refusal_holds_s: float = 3600.0
     deadlines: dict[str, datetime] = {}  # exercise -> deadline; overrides the spec's
-    # how late work counts, on the board, in the API and the CSV (server/services.py):
+    # how late work counts, on the board, in the API and the CSV (server/domain/submissions.py):
     # on_time_first | best_counts | on_time_only
     late_policy: str = "on_time_first"
 

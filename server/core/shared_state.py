@@ -1,8 +1,8 @@
 """In-memory views kept right across several server processes (issue 27).
 
 A server process keeps some views in memory and clears them when a commit of its own
-changed what they show (server/commits.py): the leaderboards (server/boards.py) and the
-signed-in readers (server/readers.py). With two processes behind a proxy, or two hosts, the
+changed what they show (server/core/commit_hooks.py): the leaderboards (server/domain/board_cache.py) and the
+signed-in readers (server/auth/readers.py). With two processes behind a proxy, or two hosts, the
 other process's commits must clear them too. So:
 
 - **The writer stamps.** Just before a transaction that noted such a change commits, it
@@ -25,7 +25,7 @@ from typing import Callable
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
-from .commits import on_commit
+from .commit_hooks import on_commit
 
 log = logging.getLogger("server.shared_state")
 WATCH_S = 1.0

@@ -28,8 +28,8 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from .models import RefusedTry, Status, Submission, User, as_utc
-from .queue import queue_depth
+from ..core.clock import as_utc
+from .models import RefusedTry, Status, Submission, User
 
 ROOM_REASONS = ("in_flight", "per_hour", "queue_full")
 
@@ -52,6 +52,11 @@ def now() -> datetime:
 
 def retry_after(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def queue_depth(db: Session) -> int:
+    """Submissions waiting, all students together (MAX_QUEUE_DEPTH bounds them)."""
+    return db.scalar(select(func.count()).where(Submission.status == Status.QUEUED)) or 0
 
 
 def own_work_in_flight():

@@ -19,7 +19,7 @@ requests/s, p99 2.4 s). Now:
 
 A commit of this process clears its boards at once; one of another server process (two
 behind a proxy) within about a second, through the database's change stamps
-(server/shared_state.py).
+(server/core/shared_state.py).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.util import identity_key
 
-from .commits import changed_columns, note
+from ..core.commit_hooks import changed_columns, note
+from ..core.shared_state import share
+from .leaderboard import LATE_POLICIES, compute_leaderboard
 from .models import GradeRun, Status, Submission, User
-from .services import LATE_POLICIES, compute_leaderboard
-from .shared_state import share
 
 ALL = "*"  # every exercise's board
 # what a board reads of a submission and of a user; a change to anything else leaves it be

@@ -27,10 +27,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .api.common import readable
-from .graders_client import ExerciseInfo
-from .models import USERNAME_PATTERN, Extension, Role, Submission, User, as_utc, utcnow
-from .settings import Settings
+from ..core.clock import as_utc, utcnow
+from ..core.settings import Settings
+from .exercises import ExerciseInfo
+from .formatting import readable
+from .models import USERNAME_PATTERN, Extension, Role, Submission, User
 
 NOTE_MAX = 200  # the column's width
 # a username no roster accepts names no student, and is not sent to the database

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import enum
-from datetime import datetime, timezone
+from datetime import datetime
 
 from sqlalchemy import (JSON, Boolean, DateTime, Enum, Float, ForeignKey, Index, Integer, String,
                         Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def as_utc(value: datetime) -> datetime:
-    """SQLite gives back naive datetimes; every time stored here is UTC. PostgreSQL gives
-    them in its session's timezone, which need not be UTC: converted, so that every time
-    the server writes (pages, JSON, CSV) reads +00:00 alike."""
-    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+from ..core.clock import utcnow
 
 
 class Base(DeclarativeBase):
@@ -47,7 +38,7 @@ def _enum(cls):
     return Enum(cls, values_callable=lambda e: [m.value for m in e], native_enum=False, length=20)
 
 
-# what a roster accepts as a username (api/admin.py); anything else names no student
+# what a roster accepts as a username (server/domain/roster.py); anything else names no student
 USERNAME_PATTERN = r"[A-Za-z0-9_.@-]{1,64}"
 
 
@@ -104,7 +95,7 @@ class Submission(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    # remote grading (server/dispatch_celery.py): published to the broker, last heard of
+    # remote grading (server/grading/celery_dispatch.py): published to the broker, last heard of
     # from its worker, and which worker (migration 0005)
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -112,7 +103,7 @@ class Submission(Base):
     # the latest result's headline, for the leaderboard and lists
     verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # the checks ended so far while it runs (server/progress.py): in the database, so that
+    # the checks ended so far while it runs (server/domain/progress.py): in the database, so that
     # any server process can show what a worker told another one (migration 0008)
     checks_done: Mapped[list | None] = mapped_column(JSON, nullable=True)
     # when the student first tried to hand this work in: an earlier refused try (the queue
@@ -146,7 +137,7 @@ class GradeRun(Base):
 
 class Extension(Base):
     """One student's later deadline for one exercise (issue 15). At most one per student and
-    exercise: granting again replaces it (migration 0006; server/deadlines.py decides)."""
+    exercise: granting again replaces it (migration 0006; server/domain/deadlines.py decides)."""
 
     __tablename__ = "extensions"
     __table_args__ = (UniqueConstraint("user_id", "exercise", name="uq_extensions_user_exercise"),)
@@ -169,7 +160,7 @@ class RefusedTry(Base):
     A refusal near a deadline must not become a late mark when the student tries again
     (issue 27): the next accepted submission of the same exercise, within
     ``REFUSAL_HOLDS_S`` of the first refusal, is judged late or on time by that refusal's
-    time (server/admission.py). Consumed by the accepted submission (migration 0008)."""
+    time (server/domain/admission.py). Consumed by the accepted submission (migration 0008)."""
 
     __tablename__ = "refused_tries"
     __table_args__ = (Index("ix_refused_tries_user_exercise", "user_id", "exercise"),)
@@ -184,7 +175,7 @@ class RefusedTry(Base):
 class ChangeStamp(Base):
     """A counter per in-memory view (a leaderboard, the signed-in readers), raised in the
     transaction that changes what the view shows, so that every server process can tell
-    that its copy is stale (server/shared_state.py; migration 0008)."""
+    that its copy is stale (server/core/shared_state.py; migration 0008)."""
 
     __tablename__ = "change_stamps"
 
@@ -194,7 +185,7 @@ class ChangeStamp(Base):
 
 class WorkerSeen(Base):
     """A remote worker as the servers last heard of it: in service or not, and why
-    (server/dispatch_celery.py; any server process may be the one it spoke to)."""
+    (server/grading/celery_dispatch.py; any server process may be the one it spoke to)."""
 
     __tablename__ = "workers_seen"
 
@@ -204,8 +195,8 @@ class WorkerSeen(Base):
 
 
 class SimilarityReport(Base):
-    """One similarity run over an exercise's submissions (server/similarity.py starts it,
-    server/similarity_run.py computes it in a process of its own): each student's latest
+    """One similarity run over an exercise's submissions (server/similarity/reports.py starts it,
+    server/similarity/run.py computes it in a process of its own): each student's latest
     submission per language, fingerprinted, every pair compared; the pairs above the floor
     kept, most similar first, with the spans that match in each source."""
 

@@ -14,7 +14,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from .models import Status, Submission, as_utc, utcnow
+from ..core.clock import as_utc, utcnow
+from .models import Status, Submission
 
 
 def shown(check: dict[str, Any]) -> dict[str, Any]:

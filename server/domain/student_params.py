@@ -8,7 +8,7 @@ migration), another student almost always others, and without the secret nobody 
 compute anyone's. The exercise page and the API show them; every grading of the
 student's work is sent them (the local pool and the Celery task alike).
 
-The declarations come from ``graders list --json`` (server/graders_client.py); the rule
+The declarations come from ``graders list --json`` (server/grading/graders_client.py); the rule
 itself is graders/engine/params.py's ``derive`` (standard library only, no checker), which the
 Gradescope and PrairieLearn autograders follow too.
 """
@@ -20,8 +20,8 @@ from typing import Any, Mapping
 
 from graders.engine import params
 
-from .graders_client import ExerciseInfo
-from .settings import DEV_COURSE_SECRET, Settings
+from ..core.settings import DEV_COURSE_SECRET, Settings
+from .exercises import ExerciseInfo
 
 log = logging.getLogger("server.student_params")
 
@@ -45,6 +45,6 @@ def warn_if_development_secret(settings: Settings) -> bool:
     if settings.course_secret != DEV_COURSE_SECRET:
         return False
     log.warning("COURSE_SECRET is not set: students' exercise parameters are derived from "
-                "the development secret in server/settings.py, which anyone can read; set "
+                "the development secret in server/core/settings.py, which anyone can read; set "
                 "COURSE_SECRET (16 characters at least) for a real course")
     return True

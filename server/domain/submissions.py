@@ -1,27 +1,28 @@
-"""What the API and the web pages both do: accept a submission, find a user by token."""
+"""Submissions: accepted (validated, limited, committed before anyone is told), queried
+with the instructor's filters, and queued again for a regrade."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import PurePath
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from graders.shared.vocabulary import LANGUAGE_BY_SUFFIX
 
-from . import admission, metrics
+from ..core import metrics
+from ..core.settings import Settings
+from . import admission
 from .admission import Refused, check_room, first_tried
-from .api.common import NOT_SCORED, iso
-from .api.validation import nul_line
 from .deadlines import deadline_for, is_late
+from .exercises import ExerciseInfo
 from .filenames import stored_name
-from .graders_client import ExerciseInfo
-from .models import Flag, GradeRun, Role, Status, Submission, User
-from .settings import Settings
+from .formatting import NOT_SCORED
+from .models import Flag, Role, Status, Submission, User
+from .validation import nul_line
 
 log = logging.getLogger("server.submissions")
-
 
 
 def accept_submission(db: Session, settings: Settings, exercises: dict[str, ExerciseInfo],
@@ -110,7 +111,7 @@ def requeue(db: Session, submission_id: int | None = None, exercise: str | None 
             query.where(Submission.exercise == exercise)
 
     # board_neutral: a grade waiting for its regrade stays on the board as it was, and
-    # work in `error` is on no board, waiting or not (server/boards.py)
+    # work in `error` is on no board, waiting or not (server/domain/board_cache.py)
     count = db.execute(scope(update(Submission).where(Submission.status == Status.GRADED))
                        .values(regrade_pending=True, attempts=0)
                        .execution_options(board_neutral=True)).rowcount
@@ -130,90 +131,3 @@ def on_the_board():
 def scored():
     """A grade that is a score: not a verdict that gives none (HIP only compiled)."""
     return or_(Submission.verdict.is_(None), Submission.verdict.not_in(sorted(NOT_SCORED)))
-
-
-# How late work counts (LATE_POLICY), the same on the leaderboard, in the API and the CSV.
-LATE_POLICIES = {
-    "on_time_first": "late work counts only for a student with nothing on time, and ranks "
-                     "after all on-time work",
-    "best_counts": "late work counts like on-time work (marked late)",
-    "on_time_only": "late work is graded and shown to its student, but never counts",
-}
-
-
-def _order(columns, policy: str) -> tuple:
-    """Best first: on-time work before late under on_time_first, then the higher score,
-    then the earlier submission."""
-    best = (columns.score.desc(), columns.created_at, columns.id)
-    return (columns.late, *best) if policy == "on_time_first" else best
-
-
-def _ranked(exercise: str, policy: str):
-    """Each student's counted submissions, numbered best first (``place`` 1 counts): read by
-    the board's index, never a source. Flagged submissions never count, nor unscored ones."""
-    counted = [Submission.exercise == exercise, on_the_board(), User.role == Role.STUDENT,
-               Submission.flag == Flag.NONE, scored()]
-    if policy == "on_time_only":
-        counted.append(Submission.late.is_(False))
-    return (select(Submission.id, Submission.user_id, Submission.score, Submission.late,
-                   Submission.created_at,
-                   func.row_number().over(partition_by=Submission.user_id,
-                                          order_by=_order(Submission, policy)).label("place"))
-            .join(User, Submission.user_id == User.id).where(*counted).subquery())
-
-
-def compute_leaderboard(db: Session, exercise: str, policy: str) -> list[tuple[int, dict]]:
-    """(user id, entry) per student: each one's counted submission; never any source.
-    Read through server/boards.py, which keeps it until something on it changes."""
-    # one row per student, and only the columns the board shows
-    ranked = _ranked(exercise, policy)
-    rows = db.execute(select(ranked, User.display_name)
-                      .join(User, User.id == ranked.c.user_id).where(ranked.c.place == 1)
-                      .order_by(*_order(ranked.c, policy))).all()
-    latest: dict[int, dict] = {}
-    if rows:  # the newest grading of each best submission holds its speed figures
-        for sid, result in db.execute(select(GradeRun.submission_id, GradeRun.result)
-                                      .where(GradeRun.submission_id.in_([r.id for r in rows]))
-                                      .order_by(GradeRun.id)):
-            latest[sid] = result or {}
-    entries = []
-    for rank, row in enumerate(rows, start=1):
-        result = latest.get(row.id, {})
-        perf = result.get("performance") or {}
-        entries.append((row.user_id, {
-            "rank": rank, "display_name": row.display_name, "score": row.score,
-            "fraction_of_copy": perf.get("fraction_of_copy"), "gbs": perf.get("gbs"),
-            "device": result.get("device_name") or result.get("device"),
-            "late": row.late, "submitted_at": iso(row.created_at)}))
-    return entries
-
-
-def best_per_student(db: Session, exercise: str, policy: str) -> dict[int, Submission]:
-    """Each student's counted submission (user id -> it), by the late policy; flagged
-    ones left out."""
-    ranked = _ranked(exercise, policy)
-    return {s.user_id: s for s in db.scalars(
-        select(Submission).join(ranked, ranked.c.id == Submission.id)
-        .where(ranked.c.place == 1))}
-
-
-def flagged_per_student(db: Session, exercise: str) -> dict[int, list[Submission]]:
-    """The flagged submissions of each student: the CSV names them, so that a grade below
-    a student's best is explained."""
-    flagged: dict[int, list[Submission]] = {}
-    for s in db.scalars(select(Submission).where(Submission.exercise == exercise,
-                                                 Submission.flag != Flag.NONE)
-                        .order_by(Submission.id)):
-        flagged.setdefault(s.user_id, []).append(s)
-    return flagged
-
-
-def not_scored_per_student(db: Session, exercise: str) -> dict[int, list[Submission]]:
-    """The graded submissions of each student that have no score (HIP only compiled,
-    without a GPU): the CSV names them, so that such work is not read as a 0 or missed."""
-    unscored: dict[int, list[Submission]] = {}
-    for s in db.scalars(select(Submission).where(Submission.exercise == exercise,
-                                                 ~scored(), on_the_board())
-                        .order_by(Submission.id)):
-        unscored.setdefault(s.user_id, []).append(s)
-    return unscored

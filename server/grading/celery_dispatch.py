@@ -11,7 +11,7 @@ The database stays the truth and the broker is only a way to reach a worker:
   (server/api/internal.py). A job published and never started within
   ``publish_timeout_s``, or started and silent for ``heartbeat_timeout_s``, is put back and
   published again under a new attempt; a late answer for the old attempt is refused.
-- **Exactly once.** Results are stored only for the running attempt (server/jobs.py).
+- **Exactly once.** Results are stored only for the running attempt (server/grading/jobs.py).
 - **Bounded retries.** A started job whose worker falls silent counts a lost lease; the
   ``MAX_GRADER_ATTEMPTS``-th ends it as ``error`` (a submission that kills its worker).
 - **Several server processes** may run this publisher against one database: a claim is a
@@ -33,10 +33,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from graders.service.task_contract import TASK_NAME, queue_for
 
+from ..core.clock import utcnow
+from ..core.settings import Settings
+from ..domain.models import Status, Submission, WorkerSeen
+from ..domain.student_params import params_for
 from .jobs import Claimer, Job, release, requeue_stale
-from .models import Status, Submission, WorkerSeen, utcnow
-from .settings import Settings
-from .student_params import params_for
 from .task_tokens import load_secret
 
 log = logging.getLogger("server.celery")

@@ -19,13 +19,13 @@ import signal
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graders.service.worker_client import (GradeOutcome, SlotWorker, die_with_parent, outcome_of,
                                            write_submission)
 
-from .settings import REPO_ROOT, Settings
+from ..core.settings import REPO_ROOT, Settings
+from ..domain.exercises import ExerciseInfo
 
 log = logging.getLogger("server.graders")
 # where the graders find the course (graders/engine/registry.py): the server only passes them on
@@ -39,21 +39,6 @@ def pass_on_course_folders() -> None:
     for key in COURSE_FOLDERS:
         if os.environ.get(key):
             os.environ[key] = os.path.abspath(os.environ[key])
-
-
-@dataclass(frozen=True)
-class ExerciseInfo:
-    name: str
-    title: str
-    summary: str
-    languages: list[str]
-    entry_points: list[str]
-    deadline: str | None
-    statement: str
-    skeletons: dict[str, dict[str, str]]
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    # per-student parameters: [{name, choices, default, description}] (graders/engine/params.py)
-    params: list[dict[str, Any]] = field(default_factory=list)
 
 
 class GradersClient:
@@ -111,7 +96,7 @@ class GradersClient:
               share_gpu: bool = False) -> GradeOutcome:
         """``on_check`` hears of each check as it ends (the slot's worker only; the
         one-shot stand-in grader says nothing until its result). ``params``: the student's
-        values of the exercise's parameters (server/student_params.py). ``slot`` and
+        values of the exercise's parameters (server/domain/student_params.py). ``slot`` and
         ``share_gpu``: as for ``warm_up``."""
         if self.persistent:
             with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:

@@ -2,7 +2,7 @@
 
 Claimed from the database (students' new work and instructors' regrades take turns),
 its result stored exactly once per attempt, and put back when its grader vanished. The
-local pool (server/queue.py) and the Celery dispatcher (server/dispatch_celery.py) differ
+local pool (server/grading/local_pool.py) and the Celery dispatcher (server/grading/celery_dispatch.py) differ
 only in who runs the grader.
 """
 
@@ -17,11 +17,12 @@ from typing import Any, Callable, Mapping
 from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from . import metrics
+from ..core import metrics
+from ..core.clock import utcnow
+from ..core.settings import Settings
+from ..domain.models import Flag, GradeRun, Status, Submission
+from ..domain.student_params import params_for
 from .graders_client import GradeOutcome
-from .models import Flag, GradeRun, Status, Submission, utcnow
-from .settings import Settings
-from .student_params import params_for
 
 log = logging.getLogger("server.jobs")
 
@@ -68,7 +69,7 @@ class Claimer:
             for sid in db.scalars(select(Submission.id).where(waiting)
                                   .order_by(Submission.id).limit(5)):
                 # board_neutral: waiting work is on no board, a regrade stays on its own
-                # grade's place while it runs (services.on_the_board): no board changes
+                # grade's place while it runs (submissions.on_the_board): no board changes
                 result = db.execute(
                     update(Submission).where(Submission.id == sid, waiting)
                     .values(status=Status.RUNNING, attempts=Submission.attempts + 1,
@@ -89,7 +90,7 @@ def release(db: Session, where: ColumnElement[bool]) -> int:
                    checks_done=None)
     running = Submission.status == Status.RUNNING
     # board_neutral: a running regrade and its old grade are on the board alike, and new
-    # work is on none, running or waiting (server/boards.py)
+    # work is on none, running or waiting (server/domain/board_cache.py)
     regrades = db.execute(update(Submission).where(running, Submission.regrade_pending, where)
                           .values(status=Status.GRADED, **cleared)
                           .execution_options(board_neutral=True)).rowcount or 0

@@ -22,15 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from .graders_client import ExerciseInfo, GradersClient
+from ..core.clock import utcnow
+from ..core.settings import Settings
+from ..domain.exercises import ExerciseInfo
+from ..domain.progress import record_check
+from ..domain.student_params import params_for
+from .graders_client import GradersClient
 from .jobs import Claimer, requeue_interrupted, store
-from .models import Status, Submission, utcnow
-from .progress import record_check
-from .settings import Settings
-from .student_params import params_for
 
 log = logging.getLogger("server.queue")
 
@@ -70,10 +70,6 @@ def default_slots(settings: Settings) -> list[SlotSpec]:
     per_gpu = max(1, settings.slots_per_gpu)
     return [SlotSpec(f"gpu-{i}" + (f"-{k}" if k else ""), "cuda", i, shares_gpu=per_gpu > 1)
             for i in gpus for k in range(per_gpu)]
-
-
-def queue_depth(db: Session) -> int:
-    return db.scalar(select(func.count()).where(Submission.status == Status.QUEUED)) or 0
 
 
 class LocalPool:

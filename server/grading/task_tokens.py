@@ -16,8 +16,8 @@ from pathlib import Path
 
 from graders.service.task_contract import task_token
 
-from .settings import REPO_ROOT, Settings
-from .strength import same_secret
+from ..core.settings import REPO_ROOT, Settings
+from ..core.strength import same_secret
 
 SECRET_FILE = REPO_ROOT / "var" / "task_secret"
 

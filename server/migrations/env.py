@@ -1,16 +1,15 @@
-"""Alembic environment: the URL and the connection come from server.migrate."""
+"""Alembic environment: the URL and the connection come from server.core.migrate."""
 
 from alembic import context
-
-from server.models import Base
+from server.domain.models import Base
 
 config = context.config
 target_metadata = Base.metadata
 
 connection = config.attributes.get("connection")
 if connection is None:  # `alembic` from the command line
-    from server.db import make_engine
-    from server.settings import get_settings
+    from server.core.db import make_engine
+    from server.core.settings import get_settings
 
     engine = make_engine(get_settings().database_url)
     with engine.begin() as connection:

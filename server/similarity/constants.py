@@ -1,4 +1,4 @@
-"""The thresholds of a similarity report, shared by the run (server/similarity_run.py) and
+"""The thresholds of a similarity report, shared by the run (server/similarity/run.py) and
 the pages, which must not import the run's detector.
 
 Softmax kernels are short and share their idioms (a masked load, max, exp, sum): sixteen

@@ -1,5 +1,5 @@
 """Similarity reports, from the server's side: start a run in a process of its own
-(server/similarity_run.py), and read the latest report of an exercise. Nothing here
+(server/similarity/run.py), and read the latest report of an exercise. Nothing here
 imports the detector: the API's threads only store a row and start a process.
 
 A run is stored before it is acknowledged (a "running" row), so that a second click while
@@ -20,9 +20,10 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .models import SimilarityReport, as_utc, utcnow
-from .settings import REPO_ROOT
-from .similarity_constants import FLAGGED, FLOOR
+from ..core.clock import as_utc, utcnow
+from ..core.settings import REPO_ROOT
+from ..domain.models import SimilarityReport
+from .constants import FLAGGED, FLOOR
 
 log = logging.getLogger("server.similarity")
 STALE_S = 600.0  # a run still "running" after this is taken for dead
@@ -55,7 +56,7 @@ def start(db: Session, exercise: str, database_url: str,
         # copydetect fingerprints with Python's hash(), salted per process: a fixed seed
         # makes a run over the same files mark the same spans every time
         env = {**os.environ, "PYTHONHASHSEED": "0"}
-        proc = subprocess.Popen([sys.executable, "-m", "server.similarity_run"], cwd=REPO_ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "server.similarity.run"], cwd=REPO_ROOT,
                                 stdin=subprocess.PIPE, start_new_session=True, text=True,
                                 env=env)
         proc.stdin.write(json.dumps(job) + "\n")  # the URL's password never in argv
@@ -78,3 +79,8 @@ def to_json(report: SimilarityReport) -> dict:
             else None,
             "submissions": report.submissions, "message": report.message,
             "flagged_at": FLAGGED, "listed_from": FLOOR, "pairs": report.pairs or []}
+
+
+def skeletons_of(info) -> dict[str, str]:
+    """Each language's skeleton text: the boilerplate no match may count."""
+    return {language: skeleton.get("source", "") for language, skeleton in info.skeletons.items()}

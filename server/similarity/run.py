@@ -1,4 +1,4 @@
-"""A similarity run, in a process of its own: ``python -m server.similarity_run``, with its
+"""A similarity run, in a process of its own: ``python -m server.similarity.run``, with its
 job as one JSON line on stdin (the report's id, the database URL, each language's skeleton).
 
 copydetect (a winnowing detector in the manner of MOSS) fingerprints, for each student and
@@ -26,9 +26,10 @@ from itertools import combinations
 
 from sqlalchemy import func, select
 
-from .db import make_engine, make_sessionmaker
-from .models import SimilarityReport, Submission, User, utcnow
-from .similarity_constants import FLOOR
+from ..core.clock import utcnow
+from ..core.db import make_engine, make_sessionmaker
+from ..domain.models import SimilarityReport, Submission, User
+from .constants import FLOOR
 
 K = 25  # tokens in a fingerprinted k-gram (copydetect's default noise threshold)
 WINDOW = 6  # winnowing window: a match of K + WINDOW - 1 = 30 tokens is always seen
@@ -149,5 +150,5 @@ def run(job: dict) -> None:
     engine.dispose()
 
 
-if __name__ == "__main__":  # pragma: no cover - started by server/similarity.py
+if __name__ == "__main__":  # pragma: no cover - started by server/similarity/reports.py
     run(json.loads(sys.stdin.readline()))

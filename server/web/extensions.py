@@ -1,5 +1,5 @@
 """The instructor page's extension forms: grant one student a later deadline for one
-exercise, or remove it (the rules: server/deadlines.py). Post, then redirect back to /admin
+exercise, or remove it (the rules: server/domain/deadlines.py). Post, then redirect back to /admin
 with a notice, like the page's other forms; bad input shows the page again with a 4xx."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse
 from sqlalchemy.orm import Session
 
-from . import csrf
-from .auth import get_db
-from .deadlines import Unaccepted, grant, parse_deadline, revoke
-from .models import User
-from .web import _admin, _with_notice, instructor_page
+from ..auth import csrf
+from ..auth.deps import get_db
+from ..domain.deadlines import Unaccepted, grant, parse_deadline, revoke
+from ..domain.models import User
+from .guards import instructor_page
+from .instructor import admin_view, with_notice
 
 router = APIRouter(include_in_schema=False)
 
@@ -32,11 +33,11 @@ def admin_grant(request: Request, username: str = Form(""), exercise: str = Form
                            parse_deadline(deadline, assume_utc=True), note.strip(), user)
     except Unaccepted as refused:
         db.rollback()
-        return _admin(request, user, db, status=refused.status,
+        return admin_view(request, user, db, status=refused.status,
                       extension_error=f"No extension granted: {refused.on_page()}.",
                       extension_form={"username": username, "exercise": exercise,
                                       "deadline": deadline, "note": note})
-    return RedirectResponse(_with_notice("/admin", "extended", f"{username} for {exercise}",
+    return RedirectResponse(with_notice("/admin", "extended", f"{username} for {exercise}",
                                          changed), status_code=303)
 
 
@@ -48,7 +49,7 @@ def admin_revoke(request: Request, username: str = Form(""), exercise: str = For
         changed = revoke(db, state.settings, state.exercises, username, exercise)
     except Unaccepted as refused:
         db.rollback()
-        return _admin(request, user, db, status=refused.status,
+        return admin_view(request, user, db, status=refused.status,
                       extension_error=f"Nothing removed: {refused.on_page()}.")
-    return RedirectResponse(_with_notice("/admin", "unextended", f"{username} for {exercise}",
+    return RedirectResponse(with_notice("/admin", "unextended", f"{username} for {exercise}",
                                          changed), status_code=303)

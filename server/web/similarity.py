@@ -1,6 +1,6 @@
 """The instructor's similarity pages (issue 30): an exercise's report, pairs ranked, most
 similar first; a pair side by side with the matching regions marked; one button that
-flags both submissions `suspicious`. Runs are computed apart (server/similarity.py)."""
+flags both submissions `suspicious`. Runs are computed apart (server/similarity/reports.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from markupsafe import Markup, escape
 from sqlalchemy.orm import Session
 
-from . import csrf, similarity
-from .api.admin import skeletons_of
-from .api.common import exercise_or_error
-from .api.validation import MAX_ID, DbId
-from .auth import get_db
-from .models import Flag, Submission, User
-from .web import instructor_page, render
+from ..auth import csrf
+from ..auth.deps import DbId, exercise_or_error, get_db
+from ..domain.models import Flag, Submission, User
+from ..domain.validation import MAX_ID
+from ..similarity import reports as similarity
+from ..similarity.reports import skeletons_of
+from .guards import instructor_page
+from .render import render
 
 router = APIRouter(include_in_schema=False)
 
