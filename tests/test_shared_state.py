@@ -88,7 +88,7 @@ def test_progress_reported_to_one_process_is_shown_by_another(tmp_path):
         token = add_students(client, "ada")["ada"]
         sid = submit(client, token).json()["id"]
         _other_process(url, f"""
-            from server.progress import record_check
+            from server.domain.progress import record_check
             with sessions.begin() as db:
                 s = db.get(Submission, {sid})
                 s.status, s.attempts = Status.RUNNING, 1

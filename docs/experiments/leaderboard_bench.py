@@ -36,9 +36,9 @@ sys.path.insert(0, str(REPO))
 
 from sqlalchemy import insert  # noqa: E402
 
-from server.db import make_engine  # noqa: E402
-from server.migrate import upgrade  # noqa: E402
-from server.models import GradeRun, Role, Status, Submission, User  # noqa: E402
+from server.core.db import make_engine  # noqa: E402
+from server.core.migrate import upgrade  # noqa: E402
+from server.domain.models import GradeRun, Role, Status, Submission, User  # noqa: E402
 
 EXERCISES = ["safe_softmax", "masked_softmax", "online_softmax"]
 
