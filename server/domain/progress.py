@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..core.change_feed import EVERY, ChangeFeed
 from ..core.clock import as_utc, utcnow
-from ..core.commit_hooks import changed_columns, note, note_bulk_writes
+from ..core.commit_hooks import changed_columns, note
 from ..core.shared_state import share
 from .models import Status, Submission
 
@@ -107,9 +107,15 @@ def _note_flushed(session: Session, _context) -> None:
             note(session, _CHANGED, EVERY)
 
 
-# a bulk write whose rows are not known wakes every stream, unless it says it changes
-# nothing a stream shows (a heartbeat, say)
-note_bulk_writes(_CHANGED, EVERY, (Submission,), unless="progress_neutral")
+@event.listens_for(Session, "do_orm_execute")
+def _note_bulk(execute_state) -> None:
+    if not (execute_state.is_update or execute_state.is_delete):
+        return
+    if execute_state.execution_options.get("progress_neutral"):
+        return  # says it changes nothing a stream shows (a heartbeat, say)
+    mapper = execute_state.bind_mapper
+    if mapper is None or mapper.class_ is Submission:
+        note(execute_state.session, _CHANGED, EVERY)
 
 
 # here at the commit, and in every other server process within about a second
