@@ -20,8 +20,7 @@ from test_server_api import ADMIN as API_ADMIN
 from test_server_api import NoDispatch, _graded, add_students, auth, running
 from test_web_pages import form_token
 from test_web_pages import sign_in as sign_in_client
-from test_web_ui import (ADMIN, SERVER_LOGS, _api_graded, _api_students, browser,  # noqa: F401
-                         playwright, server, shot, sign_in)
+from test_web_ui import ADMIN, _api_graded, _api_students, browser, server, shot, sign_in  # noqa: F401
 
 EXERCISES = ("safe_softmax", "online_softmax", "masked_softmax")
 DIRECTIVES = {d.split(" ", 1)[0]: d for d in POLICY.split("; ")}
@@ -250,15 +249,7 @@ def test_every_page_in_chromium_keeps_its_policy(server, browser, graded, width)
             (REPO / "reference_solutions/safe_softmax/solution.py").read_text())
         page.get_by_role("button", name="Submit for grading").click()
         page.wait_for_url(f"{base}/submissions/*")
-        try:
-            page.locator("#verdict").wait_for(timeout=180_000)
-        except playwright.TimeoutError:  # one CI run of five: say what the server did
-            sid = page.url.rsplit("/", 1)[-1]
-            status = httpx.get(f"{base}/api/submissions/{sid}",
-                               headers={"Authorization": f"Bearer {token}"}).text[:800]
-            log = SERVER_LOGS[base].read_text()[-6000:]
-            raise AssertionError(f"no verdict on the page in 180 s; the API says {status}; "
-                                 f"the server's log ends:\n{log}") from None
+        page.locator("#verdict").wait_for(timeout=180_000)
         assert page.locator("#verdict").inner_text() == "passed"
         student.check()
     for path in (f"/submissions/{passed}", f"/submissions/{failed}",
