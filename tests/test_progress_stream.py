@@ -76,14 +76,13 @@ def test_open_streams_read_the_database_only_when_something_changes(tmp_path):
         tokens = add_students(client, "ada", "bob")
         sids = [submit(client, tokens[name], exercise=exercise).json()["id"]
                 for name in ("ada", "bob") for exercise in ("safe_softmax", "masked_softmax")]
-        readers, ended = [], []
+        readers = []
         for sid in sids:
             seen, done = [], threading.Event()
             owner = tokens["ada"] if sid in sids[:2] else tokens["bob"]
             threading.Thread(target=_events, args=(client, sid, owner, seen, done),
                              daemon=True).start()
             readers.append(seen)
-            ended.append(done)
         assert until(lambda: all(len(seen) == 1 for seen in readers))
         reads: list[str] = []
         engine = client.app.state.sessionmaker.kw["bind"]
@@ -106,10 +105,6 @@ def test_open_streams_read_the_database_only_when_something_changes(tmp_path):
             assert [len(seen) for seen in readers[:-1]] == [1, 1, 1]
         finally:
             event.remove(engine, "before_cursor_execute", count)
-            with client.app.state.sessionmaker.begin() as db:  # every stream ends
-                for sid in sids:
-                    db.get(Submission, sid).status = Status.ERROR
-            assert all(done.wait(20) for done in ended)
         looks = [r for r in reads if "WHERE submissions.id" in r]
         assert 1 <= len(looks) <= 6, reads  # its own read, and the others' in its bucket
 
