@@ -123,10 +123,7 @@ def test_a_thousand_slow_bodies_at_once_leave_health_answering_another_client(tm
               f"{worst * 1000:.0f} ms at worst over {len(samples)} samples")
         assert all(status == 200 for _, status in samples), samples
         assert worst < 0.5
-        # each is answered: the address's budget in flight waits for its body's 408, the
-        # rest are refused at once (issue 39)
-        cut_off, refused = map(int, attacker.stdout.split())
-        assert cut_off + refused == 1000 and 0 < cut_off <= 64, attacker
+        assert attacker.stdout.strip() == "1000", attacker  # each body got its 408
     finally:
         server.terminate()
         server.wait(timeout=30)
