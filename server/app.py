@@ -5,22 +5,26 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import select
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .api import (admin, events, exercises, extensions, internal, leaderboard, metrics, similarity,
                   submissions)
-from .auth.sessions import end_sessions_of
+from .auth.sessions import COOKIE, end_sessions_of
 from .auth.tokens import hash_token, new_token
 from .core.body_limits import BodyLimit
-from .core.db import make_engine, make_sessionmaker
+from .core.db import make_engine, make_sessionmaker, pool_size_for
 from .core.fairness import FairStart
 from .core.migrate import upgrade
+from .core.principal_limits import ADDRESS, INSTRUCTOR, STUDENT, WORKER, Budget, PrincipalLimits
+from .core.security_headers import SecurityHeaders
 from .core.settings import Settings, get_settings
 from .core.shared_state import StampWatcher
 from .domain.models import Role, User
@@ -67,12 +71,33 @@ def make_dispatcher(sessions, client: GradersClient, settings: Settings,
     return LocalPool(sessions, client, settings, exercises=exercises)
 
 
+def budgets_from(settings: Settings) -> dict[str, Budget]:
+    return {STUDENT: Budget(settings.max_requests_per_student, settings.max_streams_per_student),
+            INSTRUCTOR: Budget(settings.max_requests_per_instructor,
+                               settings.max_streams_per_instructor),
+            ADDRESS: Budget(settings.max_requests_per_address, settings.max_streams_per_address),
+            WORKER: Budget(settings.max_requests_per_worker_host, 0)}
+
+
+class PrincipalLimitsOf(PrincipalLimits):
+    """The limits, reachable from the app's state once Starlette has built them."""
+
+    def __init__(self, asgi_app, owner: FastAPI, **options):
+        super().__init__(asgi_app, **options)
+        owner.state.principal_limits = self
+
+
 def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None = None) -> FastAPI:
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        engine = make_engine(settings.database_url)
+        # the blocking parts of requests run on these threads, and the pool holds a
+        # connection for each (server/core/db.py's pool_size_for)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.request_threads
+        engine = make_engine(settings.database_url,
+                             pool_size_for(settings.request_threads, settings.db_pool_size),
+                             settings.db_pool_timeout_s)
         upgrade(engine)
         sessions = make_sessionmaker(engine)
         client = GradersClient(settings)
@@ -108,8 +133,13 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app.state.issued_rosters = {}
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
                        timeout_s=settings.body_timeout_s)
-    # added last, so outermost: a request waiting its turn has not started its body's clock
+    app.add_middleware(SecurityHeaders)  # CSP, no-store, nosniff (server/core/security_headers.py)
+    # a request waiting its turn has not started its body's clock
     app.add_middleware(FairStart)
+    # added last, so outermost: a principal past its budget is refused before it waits
+    # for a turn, with no thread and no connection (issue 39)
+    app.state.principal_limits = None  # set when the middleware stack is built (tests read it)
+    app.add_middleware(PrincipalLimitsOf, owner=app, budgets=budgets_from(settings), cookie=COOKIE)
 
     # the last line of defence: input that broke a parser or an encoder below our own
     # checks (FastAPI parsing a body nested too deep, say) is the client's, and a 400
@@ -141,6 +171,19 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
                     str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__)
         return await pages_get_pages(request, StarletteHTTPException(
             422, "the request holds a value the database cannot store (a NUL character, say)"))
+
+    # the database busy past DB_POOL_TIMEOUT_S (every connection in use) or locked: the
+    # request is not the client's fault nor a bug of ours, and trying again later works
+    @app.exception_handler(PoolTimeout)
+    @app.exception_handler(OperationalError)
+    async def database_busy(request: Request, exc: Exception):
+        log.warning("database busy on %s: %s", request.url.path, type(exc).__name__)
+        detail = "the server is busy: try again in a few seconds"
+        if not request.url.path.startswith("/api"):  # no page: a page reads the database
+            return PlainTextResponse(detail[0].upper() + detail[1:] + ".\n", status_code=503,
+                                     headers={"Retry-After": "2"})
+        return JSONResponse(status_code=503, headers={"Retry-After": "2"},
+                            content={"detail": detail})
 
     @app.get("/api/health", tags=["health"])
     def health():

@@ -21,6 +21,14 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
 if _WORKER.isdigit():
     os.environ["GRADERS_JOB_UID_BASE"] = str(61000 + 1000 * (int(_WORKER) % 4))
 
+# the servers the tests start keep unstored results in an outbox (server/grading/outbox.py):
+# by default var/outbox/ of the repository for PostgreSQL, which a test run must not leave
+# behind. One folder for the whole run: inside it each database has its own
+if "OUTBOX_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["OUTBOX_DIR"] = tempfile.mkdtemp(prefix="autograder-test-outbox-")
+
 from graders.engine.checker import grade  # noqa: E402
 from graders.engine.registry import get_exercise  # noqa: E402
 from graders.proof.mutants import get_mutant, materialise  # noqa: E402

@@ -1,6 +1,7 @@
 """``python tests/slow_bodies.py PORT COUNT WAIT_S``: open COUNT connections at once, each
 sending a POST /signin whose body never completes; after WAIT_S print how many were
-answered 408 (the body deadline) and closed.
+answered 408 (the body deadline) and how many 429 (past the address's requests in flight,
+at once: server/core/principal_limits.py), as "408 429".
 
 The attacker of tests/test_slowloris.py, in a process of its own so that it runs at the
 same priority as the server it attacks."""
@@ -21,15 +22,17 @@ def main() -> None:
         s.sendall(REQUEST)
         socks.append(s)
     time.sleep(wait_s)
-    cut_off = 0
+    cut_off = refused = 0
     for s in socks:
         s.settimeout(5)
         try:
-            cut_off += s.recv(4096).startswith(b"HTTP/1.1 408")
+            answer = s.recv(4096)
+            cut_off += answer.startswith(b"HTTP/1.1 408")
+            refused += answer.startswith(b"HTTP/1.1 429")
         except OSError:
             pass
         s.close()
-    print(cut_off)
+    print(cut_off, refused)
 
 
 if __name__ == "__main__":

@@ -63,3 +63,70 @@ def test_only_its_owner_or_an_instructor_may_follow_it(tmp_path):
         with client.stream("GET", f"/api/submissions/{sid}/events", headers=auth(ADMIN)) as r:
             lines = [line for line in r.iter_lines() if line.startswith("data: ")]
         assert len(lines) == 1 and json.loads(lines[0][6:])["status"] == "error"
+
+
+def test_open_streams_read_the_database_only_when_something_changes(tmp_path):
+    """Issue 39: each stream read its submission once a second, so 100 open streams were
+    100 reads a second. Now a stream reads when a change it shows is published: with
+    four streams open and nothing changing, no statement touches the submissions in three
+    seconds; one change is one read for its stream, whose page gets the event."""
+    from sqlalchemy import event
+
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher=NoDispatch()) as client:
+        tokens = add_students(client, "ada", "bob")
+        sids = [submit(client, tokens[name], exercise=exercise).json()["id"]
+                for name in ("ada", "bob") for exercise in ("safe_softmax", "masked_softmax")]
+        readers, ended = [], []
+        for sid in sids:
+            seen, done = [], threading.Event()
+            owner = tokens["ada"] if sid in sids[:2] else tokens["bob"]
+            threading.Thread(target=_events, args=(client, sid, owner, seen, done),
+                             daemon=True).start()
+            readers.append(seen)
+            ended.append(done)
+        assert until(lambda: all(len(seen) == 1 for seen in readers))
+        reads: list[str] = []
+        engine = client.app.state.sessionmaker.kw["bind"]
+
+        def count(conn, cursor, statement, *args):
+            if "FROM submissions" in statement:
+                reads.append(statement)
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            time.sleep(3)
+            assert reads == []  # four streams open, nothing changed: no reads
+            sessions = client.app.state.sessionmaker
+            with sessions.begin() as db:  # the last one starts running
+                s = db.get(Submission, sids[-1])
+                s.status, s.attempts = Status.RUNNING, 1
+            assert until(lambda: len(readers[-1]) == 2)
+            assert readers[-1][1]["status"] == "running"
+            # the other three are queued ahead of it: none moved, and the queue did not move
+            time.sleep(1.5)
+            assert [len(seen) for seen in readers[:-1]] == [1, 1, 1]
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+            with client.app.state.sessionmaker.begin() as db:  # every stream ends
+                for sid in sids:
+                    db.get(Submission, sid).status = Status.ERROR
+            assert all(done.wait(20) for done in ended)
+        looks = [r for r in reads if "WHERE submissions.id" in r]
+        assert 1 <= len(looks) <= 6, reads  # its own read, and the others' in its bucket
+
+
+def test_a_pool_with_no_connection_free_answers_503_with_retry_after(tmp_path):
+    """Every connection in use past DB_POOL_TIMEOUT_S: 503 and when to try again, never a
+    500 (issue 39: the starved pool answered 500 to 80 of 200 requests)."""
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}", dispatcher=NoDispatch(),
+                 db_pool_size=1, db_pool_timeout_s=0.5) as client:
+        tokens = add_students(client, "ada")
+        engine = client.app.state.sessionmaker.kw["bind"]
+        held = [engine.connect() for _ in range(engine.pool.size() + 8)]  # its margin too
+        try:
+            r = client.get("/api/submissions", headers=auth(tokens["ada"]))
+        finally:
+            for connection in held:
+                connection.close()
+        assert r.status_code == 503 and r.headers["retry-after"] == "2", r.text
+        assert "try again" in r.json()["detail"]
+        assert client.get("/api/submissions", headers=auth(tokens["ada"])).status_code == 200

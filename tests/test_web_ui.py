@@ -26,6 +26,9 @@ ADMIN = "web-admin-token-0123"
 playwright = pytest.importorskip("playwright.sync_api")
 
 
+SERVER_LOGS: dict = {}  # a module's server (its base URL) -> its log file
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     if not os.path.exists(CHROMIUM):
@@ -35,9 +38,12 @@ def server(tmp_path_factory):
     port = free_port()
     db = tmp_path_factory.mktemp("web") / "web.db"
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{db}", ADMIN_TOKEN=ADMIN, GRADER_DEVICE="cpu")
+    # its log, for a test that must say what the server did when a page waited in vain
+    log = open(db.parent / "server.log", "wb")  # noqa: SIM115 - open while the server runs
     proc = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port)], cwd=REPO,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
+    SERVER_LOGS[base] = db.parent / "server.log"
     for _ in range(300):
         try:
             if httpx.get(f"{base}/api/health").status_code == 200:
@@ -47,6 +53,7 @@ def server(tmp_path_factory):
     yield base
     proc.terminate()
     proc.wait(timeout=30)
+    log.close()
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,19 @@ Every call names its task (submission, attempt) and carries that task's credenti
 (server/grading/task_tokens.py) in ``X-Task-Token``; nothing else is accepted from a worker. A
 call for an attempt that is over (graded, put back, given to another worker) answers
 409, and the worker drops the task.
+
+A worker's report goes through the dispatcher's own connections (server/grading/grading_db.py),
+never behind students' requests. A result is answered 2xx only once it is stored; when the
+database cannot take it now (locked, down, every connection in use) the answer is 503 with
+Retry-After, never a 4xx: the worker keeps the result and sends it again on any 5xx
+(graders/service/remote_worker.py, for REPORT_FOR_S), and drops it on a 4xx.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, Field
@@ -20,7 +27,7 @@ from ..core.clock import utcnow
 from ..domain.models import Status, Submission
 from ..domain.progress import add_check
 from ..grading.graders_client import GradeOutcome
-from ..grading.jobs import store
+from ..grading.jobs import database_away, store
 from ..grading.task_tokens import valid
 
 log = logging.getLogger("server.internal")
@@ -51,6 +58,25 @@ def _check(request: Request, submission_id: int, attempt: int, token: str | None
         raise HTTPException(403, "this task credential is not valid for this task")
 
 
+def _sessions(request: Request):
+    """The dispatcher's own connections (the requests' for one that has none)."""
+    return getattr(_dispatcher(request), "grading", None) or request.app.state.sessionmaker
+
+
+@contextmanager
+def _database_or_503() -> Iterator[None]:
+    """The database away: 503, so that the worker sends the report again."""
+    try:
+        yield
+    except Exception as exc:
+        if not database_away(exc):
+            raise
+        log.warning("a worker's report waits: the database cannot take it now (%s)",
+                    str(exc).splitlines()[0][:200])
+        raise HTTPException(503, "the database cannot take this now: send it again",
+                            headers={"Retry-After": "2"}) from exc
+
+
 def _running(db, submission_id: int, attempt: int) -> Submission:
     s = db.get(Submission, submission_id, with_for_update=True)
     if s is None or s.status is not Status.RUNNING or s.attempts != attempt:
@@ -64,7 +90,7 @@ def start(submission_id: int, attempt: int, note: WorkerNote, request: Request,
           x_task_token: str | None = Header(None)):
     """A worker took the task from the broker and begins grading it."""
     _check(request, submission_id, attempt, x_task_token)
-    with request.app.state.sessionmaker.begin() as db:
+    with _database_or_503(), _sessions(request).begin() as db:
         s = _running(db, submission_id, attempt)
         if s.heartbeat_at is not None:
             raise HTTPException(409, "another worker already started this attempt")
@@ -78,7 +104,7 @@ def _beat(request: Request, submission_id: int, attempt: int, token: str | None,
           worker: str, check: dict[str, Any] | None = None) -> None:
     """The task's worker is alive: its lease runs on (and a check ended, if ``check``)."""
     _check(request, submission_id, attempt, token)
-    with request.app.state.sessionmaker.begin() as db:
+    with _database_or_503(), _sessions(request).begin() as db:
         s = _running(db, submission_id, attempt)
         s.heartbeat_at = utcnow()
         if check is not None:  # kept on the row: any server process shows it (progress.py)
@@ -108,17 +134,17 @@ def progress(submission_id: int, attempt: int, body: TaskProgress, request: Requ
 @router.post("/{submission_id}/{attempt}/result")
 def result(submission_id: int, attempt: int, body: TaskResult, request: Request,
            x_task_token: str | None = Header(None)):
-    """The grading's outcome, stored once for this attempt."""
+    """The grading's outcome, stored once for this attempt; acknowledged only once stored."""
     _check(request, submission_id, attempt, x_task_token)
     outcome = body.result
     if outcome is not None and not (outcome.get("verdict") in VERDICTS and
                                     isinstance(outcome.get("score"), (int, float))):
         raise HTTPException(422, "a result needs a known verdict and a numeric score")
     dispatcher = _dispatcher(request)
-    stored = store(request.app.state.sessionmaker, request.app.state.settings, submission_id,
-                   attempt, GradeOutcome(outcome, body.fault, body.slot_healthy,
-                                         body.slot_problem), dispatcher.notify,
-                   request.app.state.exercises)
+    with _database_or_503():
+        stored = store(_sessions(request), request.app.state.settings, submission_id, attempt,
+                       GradeOutcome(outcome, body.fault, body.slot_healthy, body.slot_problem),
+                       dispatcher.notify, request.app.state.exercises)
     dispatcher.heard_from(body.worker, healthy=body.slot_healthy)
     if stored == "stale":
         raise HTTPException(409, "this attempt is over: its result was not stored")

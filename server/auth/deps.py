@@ -25,6 +25,20 @@ def get_db(request: Request):
         yield session
 
 
+def authenticated(request: Request, db: Session, user: User | None) -> User | None:
+    """Hand the connection back between the guard and the endpoint, and say whose request
+    this is. A sync guard and a sync endpoint run on two threads in turn: a connection
+    kept between them was held by a request waiting for a thread, and 40 such requests
+    starved a pool of 15 while the threads waited for it (issue 39). Ending the read's
+    transaction returns it (``expire_on_commit=False``: the user stays loaded); the
+    endpoint checks one out again when it reads. The role tells the principal limits
+    (server/core/principal_limits.py) this credential's budget."""
+    db.commit()
+    if user is not None:
+        request.state.principal_role = user.role.value
+    return user
+
+
 def current_user(request: Request,
                  credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
                  db: Session = Depends(get_db, scope="function")) -> User:
@@ -40,7 +54,7 @@ def current_user(request: Request,
                             headers={"WWW-Authenticate": "Bearer"})
     user = user_for_token(db, credentials.credentials) if credentials else \
         session_user(request, db)
-    if user is None:
+    if authenticated(request, db, user) is None:
         raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
     return user
 
@@ -56,9 +70,9 @@ def optional_user(request: Request,
                   db: Session = Depends(get_db, scope="function")) -> User | None:
     """Who reads a public page, if anyone we know: it shows them their own view (their
     deadline, say). An unknown token reads like no token: the page is public either way."""
-    if credentials is not None:
-        return user_for_token(db, credentials.credentials)
-    return session_user(request, db)
+    user = user_for_token(db, credentials.credentials) if credentials is not None else \
+        session_user(request, db)
+    return authenticated(request, db, user)
 
 
 def own_submission(db, user: User, submission_id: int) -> Submission:

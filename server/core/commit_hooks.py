@@ -24,6 +24,22 @@ def changed_columns(obj) -> set[str]:
     return {attr.key for attr in inspect(obj).attrs if attr.history.has_changes()}
 
 
+def note_bulk_writes(key: str, value: str, tables: tuple[type, ...], unless: str) -> None:
+    """Note ``value`` under ``key`` for every bulk UPDATE or DELETE of ``tables`` (or of
+    no known table), whose rows are not known: unless its statement says, by the execution
+    option ``unless``, that it changes nothing the noting view shows."""
+
+    @event.listens_for(Session, "do_orm_execute")
+    def _note_bulk(execute_state) -> None:
+        if not (execute_state.is_update or execute_state.is_delete):
+            return
+        if execute_state.execution_options.get(unless):
+            return
+        mapper = execute_state.bind_mapper
+        if mapper is None or mapper.class_ in tables:
+            note(execute_state.session, key, value)
+
+
 def on_commit(key: str, apply: Callable[[set[str]], None]) -> None:
     """Call ``apply`` with what was noted under ``key`` once a transaction that noted
     something commits; forget it when the transaction rolls back."""

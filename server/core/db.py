@@ -8,8 +8,24 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+POOL_MARGIN = 8  # connections opened past the pool's size when a burst needs them
 
-def make_engine(url: str) -> Engine:
+
+def pool_size_for(request_threads: int, configured: int = 0) -> int:
+    """The connections a server process keeps for its requests: one for each request
+    thread (a request holds one only while a thread of its uses it: server/auth/deps.py),
+    and 16 for what runs beside them (the change-stamp watcher, a metrics scrape, an error
+    page's look-up) and a margin. POOL_MARGIN more open on demand. The grading has a pool
+    of its own (server/grading/grading_db.py)."""
+    return configured or request_threads + 16
+
+
+def make_engine(url: str, pool_size: int | None = None, pool_timeout_s: float = 30.0) -> Engine:
+    """``pool_size``: connections kept (None: SQLAlchemy's default, 5 and 10 more on
+    demand); a checkout waits ``pool_timeout_s`` at most, then raises TimeoutError, which
+    the server answers 503 (server/app.py)."""
+    pool = {} if pool_size is None else {"pool_size": pool_size, "max_overflow": POOL_MARGIN,
+                                         "pool_timeout": pool_timeout_s}
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
@@ -18,7 +34,10 @@ def make_engine(url: str) -> Engine:
             # -wal and -shm files the database file's mode)
             os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
             os.chmod(path, 0o600)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        if not path or path == ":memory:":
+            pool = {}  # one connection, shared: no pool to size
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
+                               **pool)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _):
@@ -30,7 +49,7 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, **pool)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

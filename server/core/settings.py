@@ -60,6 +60,20 @@ class Settings(BaseSettings):
     # with its messages loses no more than these, and they come back after publish_timeout_s)
     publish_timeout_s: float = 60.0  # published, never started: put back and published again
     heartbeat_timeout_s: float = 30.0  # a started job's worker silent this long: put back
+    # a grade is never lost (issue 39; server/grading/outbox.py, reaper.py). A finished
+    # result is written to a folder before it is stored, and stays there until the database
+    # has it: "" puts the folder beside the SQLite file (`outbox/`), else under var/outbox;
+    # keep it on a disk that survives a restart of the server
+    outbox_dir: str = ""
+    # every REAPER_INTERVAL_S (or a third of HEARTBEAT_TIMEOUT_S, if less: a lease must be
+    # renewed several times before it runs out) each dispatcher stores what its outbox
+    # holds, renews the leases of the jobs its local slots grade, and puts back running work
+    # nobody renewed for HEARTBEAT_TIMEOUT_S
+    reaper_interval_s: float = 10.0
+    # the grading's own connections (claims, leases, results, workers' reports) are apart
+    # from the requests' pool; one try of theirs waits this long at most for a connection or
+    # a lock, then fails and is tried again, rather than holding its thread
+    grading_db_wait_s: float = 5.0
 
     # limits
     max_source_bytes: int = 64 * 1024
@@ -69,6 +83,23 @@ class Settings(BaseSettings):
     # open connections one client address may hold (0: no limit); behind a proxy or a
     # campus NAT the whole class is one address: raise it there (server/core/connections.py)
     max_connections_per_client: int = 1000
+    # requests in flight and progress streams open at once, per principal (issue 39;
+    # server/core/principal_limits.py): past them 429 with Retry-After, at once
+    max_requests_per_student: int = 8
+    max_streams_per_student: int = 4
+    max_requests_per_instructor: int = 32
+    max_streams_per_instructor: int = 16
+    # a client address, for requests with no credential it has seen accepted: a campus NAT
+    # is a whole class behind one address, so this is larger
+    max_requests_per_address: int = 64
+    max_streams_per_address: int = 8
+    max_requests_per_worker_host: int = 64  # /internal/: a grading worker's reports
+    # threads for the blocking parts of requests, and the database connections they may
+    # hold: a request holds one only while a thread of its uses it (server/auth/deps.py), so
+    # REQUEST_THREADS + the dispatcher's own + a margin never wait for one (docs/deploy.md)
+    request_threads: int = 40
+    db_pool_size: int = 0  # 0: REQUEST_THREADS + GRADING_SLOTS' needs + a margin (db.py)
+    db_pool_timeout_s: float = 5.0  # a request that waits longer is answered 503
     # per student and exercise (server/domain/admission.py): a deadline's rush on one exercise
     # leaves the others' room
     submissions_per_hour: int = 20

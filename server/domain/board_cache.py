@@ -35,7 +35,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.util import identity_key
 
-from ..core.commit_hooks import changed_columns, note
+from ..core.commit_hooks import changed_columns, note, note_bulk_writes
 from ..core.shared_state import share
 from .leaderboard import LATE_POLICIES, compute_leaderboard
 from .models import GradeRun, Status, Submission, User
@@ -141,15 +141,7 @@ def _note_flushed(session: Session, _context) -> None:
                 note(session, _CHANGED, ALL)
 
 
-@event.listens_for(Session, "do_orm_execute")
-def _note_bulk(execute_state) -> None:
-    if not (execute_state.is_update or execute_state.is_delete):
-        return
-    if execute_state.execution_options.get("board_neutral"):
-        return
-    mapper = execute_state.bind_mapper
-    if mapper is None or mapper.class_ in _TABLES:
-        note(execute_state.session, _CHANGED, ALL)
-
-
+# a bulk write whose rows are not known clears every board, unless it says it leaves
+# every board as it is (a claim, a release, a requeue)
+note_bulk_writes(_CHANGED, ALL, _TABLES, unless="board_neutral")
 share(_CHANGED, changed)  # on this process's commits, and on every other process's

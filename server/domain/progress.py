@@ -4,6 +4,13 @@ Checks arrive from the slot's ``graders worker`` (its ``{"id", "check"}`` lines)
 remote worker (``/internal/tasks/…/progress``) and are kept on the submission's row
 (``checks_done``) while it runs, so that any server process shows them (issue 27); a claim,
 a release and a stored result clear them.
+
+A change a page shows is published when its transaction commits (issue 39), so that an open
+progress stream reads the database only when woken (server/api/events.py), never on a
+clock: a submission's own change wakes the streams of its bucket (``progress_key``), one
+that moves the queue wakes every queued submission's (``QUEUE``), and a bulk update whose
+rows are not known (a claim, a release, a requeue) wakes every stream. Another server
+process's commits arrive through the change stamps, within about a second.
 """
 
 from __future__ import annotations
@@ -11,11 +18,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..core.change_feed import EVERY, ChangeFeed
 from ..core.clock import as_utc, utcnow
+from ..core.commit_hooks import changed_columns, note, note_bulk_writes
+from ..core.shared_state import share
 from .models import Status, Submission
+
+FEED = ChangeFeed()  # the progress streams of this process wait here
+QUEUE = "queue"  # a submission left the queue: every queued one has moved up
+BUCKETS = 64  # streams share a key by submission id modulo this: at most 64 stamp rows
+# what a progress stream shows of a submission; a change to anything else wakes nobody
+SHOWN_COLUMNS = frozenset({"status", "checks_done", "attempts", "started_at"})
+_CHANGED = "progress_changed"  # a session's pending keys, in session.info
+
+
+def progress_key(submission_id: int) -> str:
+    return str(submission_id % BUCKETS)
 
 
 def shown(check: dict[str, Any]) -> dict[str, Any]:
@@ -68,3 +89,28 @@ def _checks_total(request, s: Submission) -> int | None:
     if exercise is None:
         return None
     return sum(1 for c in exercise.checks if s.language in c.get("languages", [s.language]))
+
+
+# -- what a commit changed ------------------------------------------------------------------
+
+@event.listens_for(Session, "after_flush")
+def _note_flushed(session: Session, _context) -> None:
+    for obj in session.dirty:
+        if isinstance(obj, Submission):
+            changed = changed_columns(obj) & SHOWN_COLUMNS
+            if changed:
+                note(session, _CHANGED, progress_key(obj.id))
+            if "status" in changed:  # it may have left the queue
+                note(session, _CHANGED, QUEUE)
+    for obj in session.deleted:
+        if isinstance(obj, Submission):
+            note(session, _CHANGED, EVERY)
+
+
+# a bulk write whose rows are not known wakes every stream, unless it says it changes
+# nothing a stream shows (a heartbeat, say)
+note_bulk_writes(_CHANGED, EVERY, (Submission,), unless="progress_neutral")
+
+
+# here at the commit, and in every other server process within about a second
+share(_CHANGED, FEED.publish)

@@ -10,7 +10,11 @@ The database stays the truth and the broker is only a way to reach a worker:
 - **Leases.** A worker says when it starts a task and then every few seconds
   (server/api/internal.py). A job published and never started within
   ``publish_timeout_s``, or started and silent for ``heartbeat_timeout_s``, is put back and
-  published again under a new attempt; a late answer for the old attempt is refused.
+  published again under a new attempt by the reaper (server/grading/reaper.py); a late
+  answer for the old attempt is refused.
+- **Its own connections.** Claims, leases and the workers' reports go through a small pool
+  of the dispatcher's own (server/grading/grading_db.py), never behind students' requests;
+  a report the database cannot take now is answered 503 and the worker sends it again.
 - **Exactly once.** Results are stored only for the running attempt (server/grading/jobs.py).
 - **Bounded retries.** A started job whose worker falls silent counts a lost lease; the
   ``MAX_GRADER_ATTEMPTS``-th ends it as ``error`` (a submission that kills its worker).
@@ -37,7 +41,9 @@ from ..core.clock import utcnow
 from ..core.settings import Settings
 from ..domain.models import Status, Submission, WorkerSeen
 from ..domain.student_params import params_for
-from .jobs import Claimer, Job, release, requeue_stale
+from . import grading_db
+from .jobs import Claimer, Job, release
+from .reaper import Reaper
 from .task_tokens import load_secret
 
 log = logging.getLogger("server.celery")
@@ -69,18 +75,23 @@ class CeleryDispatcher:
             raise ValueError("DISPATCHER=celery needs TASK_SECRET, the same on the server "
                              "and on every worker (docs/deploy.md)")
         self.secret = load_secret(settings)
-        self.claimer = Claimer(sessions)
+        # claims, leases and the workers' reports (server/api/internal.py): apart from the
+        # requests' pool. Two kept, more opened while many workers report at once
+        self.grading = grading_db.grading_sessions(sessions, settings, 2)
+        self.claimer = Claimer(self.grading)
         self.queue = queue_for(settings.grader_queue)
         self._wake = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._started_at = time.monotonic()
+        # puts back what the workers or the broker lost; no outbox here: a worker keeps its
+        # result until the server has stored it (graders/service/remote_worker.py)
+        self.reaper = Reaper(self.grading, settings, on_put_back=self.notify)
         self._written: dict[str, tuple[float, bool]] = {}  # worker -> (when, healthy) written
         self.broker_up = True
 
     # -- Dispatcher ---------------------------------------------------------------------
     def start(self) -> None:
-        self._started_at = time.monotonic()
+        self.reaper.start()
         self._thread = threading.Thread(target=self._run, name="celery-publisher", daemon=True)
         self._thread.start()
 
@@ -90,14 +101,21 @@ class CeleryDispatcher:
             self._wake.notify_all()
         if self._thread:
             self._thread.join(timeout=10)
+        self.reaper.stop()
+        grading_db.close(self.grading, self.sessions)
 
     def notify(self) -> None:
         with self._wake:
             self._wake.notify_all()
 
     def heard_from(self, worker: str, started: bool = False, healthy: bool = True) -> None:
+        """After a worker's report was stored: a failure here must not turn its answer into
+        an error (a worker sends a result again on a 5xx, and then finds it stored)."""
         if worker:
-            self._remember(worker, healthy)
+            try:
+                self._remember(worker, healthy)
+            except Exception:  # noqa: BLE001 - only /metrics' count of workers waits
+                log.warning("worker %s's last word was not written", worker[:128], exc_info=True)
         if started:
             self.notify()  # a place in the publish window is free
 
@@ -110,7 +128,7 @@ class CeleryDispatcher:
         if last is not None and last[1] == healthy and now - last[0] < WORKER_WRITE_S:
             return
         self._written[worker] = (now, healthy)
-        with self.sessions.begin() as db:
+        with self.grading.begin() as db:
             seen = db.get(WorkerSeen, worker[:128])
             if seen is None:
                 db.add(WorkerSeen(name=worker[:128], last_seen=utcnow(), healthy=healthy))
@@ -131,7 +149,6 @@ class CeleryDispatcher:
     def _run(self) -> None:
         while not self._stopping:
             try:
-                self._reap()
                 published = self._publish_some()
             except Exception:  # noqa: BLE001 - a database or broker hiccup must not stop it
                 log.exception("the publisher failed a round")
@@ -140,24 +157,8 @@ class CeleryDispatcher:
                 if not self._stopping and not published:
                     self._wake.wait(timeout=1.0 if self.broker_up else 2.0)
 
-    def _reap(self) -> None:
-        # after a restart the workers need a heartbeat's time to reach us again
-        if time.monotonic() - self._started_at < self.settings.heartbeat_timeout_s:
-            return
-        now = utcnow()
-        put = requeue_stale(self.sessions,
-                            published_before=now - timedelta(seconds=self.settings.publish_timeout_s),
-                            heard_before=now - timedelta(seconds=self.settings.heartbeat_timeout_s),
-                            max_leases=self.settings.max_grader_attempts)
-        if put.ids:
-            log.warning("put back %d jobs whose worker or broker lost them: %s", len(put.ids),
-                        put.ids[:20])
-        if put.ended:
-            log.error("ended as error, having lost their worker %d times: %s",
-                      self.settings.max_grader_attempts, put.ended)
-
     def _unstarted(self) -> int:
-        with self.sessions() as db:
+        with self.grading() as db:
             return db.scalar(select(func.count()).where(
                 Submission.status == Status.RUNNING, Submission.dispatched_at.isnot(None),
                 Submission.heartbeat_at.is_(None))) or 0
@@ -184,7 +185,7 @@ class CeleryDispatcher:
             self.celery.send_task(TASK_NAME, args=[task], queue=self.queue,
                                   task_id=f"submission-{job.id}-attempt-{job.attempt}")
         except Exception as exc:  # noqa: BLE001 - kombu raises several kinds when it is down
-            with self.sessions.begin() as db:  # the outbox keeps it: back to waiting
+            with self.grading.begin() as db:  # the outbox keeps it: back to waiting
                 release(db, (Submission.id == job.id) & (Submission.attempts == job.attempt))
             if self.broker_up:
                 log.error("the broker is unreachable (%s); submissions wait as queued", exc)

@@ -1,9 +1,10 @@
 """A submission's life as a grading job, the same whoever grades it.
 
 Claimed from the database (students' new work and instructors' regrades take turns),
-its result stored exactly once per attempt, and put back when its grader vanished. The
-local pool (server/grading/local_pool.py) and the Celery dispatcher (server/grading/celery_dispatch.py) differ
-only in who runs the grader.
+its lease renewed while it is graded (``beat``), its result stored exactly once per attempt,
+and put back when nobody renewed its lease (``requeue_stale``). The local pool
+(server/grading/local_pool.py) and the Celery dispatcher (server/grading/celery_dispatch.py)
+differ only in who runs the grader and who renews the lease.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
-from sqlalchemy import ColumnElement, select, update
+from sqlalchemy import ColumnElement, and_, false, or_, select, update
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..core import metrics
-from ..core.clock import utcnow
+from ..core.clock import as_utc, utcnow
 from ..core.settings import Settings
 from ..domain.models import Flag, GradeRun, Status, Submission
 from ..domain.student_params import params_for
@@ -100,10 +103,25 @@ def release(db: Session, where: ColumnElement[bool]) -> int:
     return regrades + new
 
 
-def requeue_interrupted(sessions: sessionmaker[Session]) -> int:
-    """On start of a local pool: whatever a crash left `running` goes back to waiting."""
+def database_away(exc: BaseException) -> bool:
+    """The database cannot take this now (locked, down, every connection in use), as
+    opposed to refusing it for good: whoever holds the write tries again later."""
+    if isinstance(exc, (OperationalError, InterfaceError, PoolTimeout)):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def beat(sessions: sessionmaker[Session], jobs: list[tuple[int, int]]) -> None:
+    """Renew the leases of ``jobs`` ((submission, attempt), being graded here). Always one
+    write, also for no job: a beat that went through says this process can write, which
+    the reaper needs to know before it judges anyone else's lease (server/grading/reaper.py)."""
+    held = [and_(Submission.id == sid, Submission.attempts == attempt) for sid, attempt in jobs]
     with sessions.begin() as db:
-        return release(db, Submission.id.isnot(None))
+        # neutral: a lease is on no board and in no progress stream
+        db.execute(update(Submission)
+                   .where(Submission.status == Status.RUNNING, or_(false(), *held))
+                   .values(heartbeat_at=utcnow())
+                   .execution_options(board_neutral=True, progress_neutral=True))
 
 
 @dataclass(frozen=True)
@@ -120,67 +138,95 @@ class PutBack:
         return self.unstarted + self.silent
 
 
-def requeue_stale(sessions: sessionmaker[Session], published_before: datetime,
-                  heard_before: datetime, max_leases: int) -> PutBack:
-    """Remote work whose grader vanished: published but never started by
-    ``published_before`` (the broker lost it: not the submission's doing, put back), or
-    started but silent since ``heard_before`` (its worker died, or the submission killed
-    it): counted, put back, and ended as ``error`` on the ``max_leases``-th time, so that a
-    submission that kills every worker it reaches does not go round for ever."""
+def requeue_stale(sessions: sessionmaker[Session], published_before: datetime | None,
+                  heard_before: datetime | None, max_leases: int,
+                  gone: list[tuple[int, int]] | None = None) -> PutBack:
+    """Work whose grader vanished: published but never started by ``published_before``
+    (the broker lost it: not the submission's doing, put back), or started but its lease
+    not renewed since ``heard_before`` (its worker, its slot or its whole server process
+    died, or the submission killed it), or held by a process known to be ``gone``
+    ((submission, attempt): server/grading/holders.py): counted, put back, and ended as
+    ``error`` on the ``max_leases``-th time, so that a submission that kills every grader it
+    reaches does not go round for ever. A row running with no lease at all (neither
+    published nor renewed: left by a server older than leases for local slots) is put back
+    too. A threshold of None judges nothing by it."""
     running = Submission.status == Status.RUNNING
+    lost = or_(false(), *[and_(Submission.id == sid, Submission.attempts == attempt)
+                          for sid, attempt in gone or []])
     with sessions.begin() as db:
-        unstarted = list(db.scalars(select(Submission.id).where(
-            running, Submission.heartbeat_at.is_(None),
-            Submission.dispatched_at < published_before)))
+        unstarted = [] if published_before is None else list(db.scalars(
+            select(Submission.id).where(running, Submission.heartbeat_at.is_(None),
+                                        Submission.dispatched_at.is_(None)
+                                        | (Submission.dispatched_at < published_before))))
         silent = list(db.scalars(select(Submission.id).where(
-            running, Submission.heartbeat_at < heard_before)))
-        ended = []
-        for sid in silent:
+            running, lost if heard_before is None
+            else or_(lost, Submission.heartbeat_at < heard_before))))
+        ended, observed, held = [], [], set(gone or [])
+        for sid in list(silent):
             s = db.get(Submission, sid, with_for_update=True)
+            # looked at again under its lock: stored, or renewed, since the query above
+            if s.status is not Status.RUNNING or not (
+                    (s.id, s.attempts) in held or (heard_before is not None and s.heartbeat_at
+                                                   and as_utc(s.heartbeat_at) < heard_before)):
+                silent.remove(sid)
+                continue
             s.leases_lost = (s.leases_lost or 0) + 1
             if s.leases_lost >= max_leases:
                 ended.append(sid)
-                end_in_error(db, s, f"its grading lost its worker {s.leases_lost} times (the "
-                                    "worker died or stopped answering while grading it): it "
-                                    "was not graded, and does not count against you; an "
-                                    "instructor can grade it again")
+                observed.append(end_in_error(
+                    db, s, f"its grading lost its worker {s.leases_lost} times (the worker "
+                           "died or stopped answering while grading it): it was not graded, "
+                           "and does not count against you; an instructor can grade it again"))
         put = PutBack(unstarted, [sid for sid in silent if sid not in ended], ended)
         if put.ids:
             release(db, Submission.id.in_(put.ids))
+    _observe(observed)  # counted once committed: a transaction that failed counts nothing
     metrics.REQUEUES.labels("broker_lost").inc(len(put.unstarted))
     metrics.REQUEUES.labels("lease_lost").inc(len(put.silent))
     metrics.ENDED_LOST.inc(len(put.ended))
     return put
 
 
+Observed = tuple[Any, ...]  # metrics.observe's arguments, for once the transaction has committed
+
+
+def _observe(observed: list[Observed | None]) -> None:
+    for args in observed:
+        if args is not None:
+            metrics.observe(*args)
+
+
 def end_in_error(db: Session, s: Submission, reason: str,
-                 result: dict[str, Any] | None = None) -> None:
+                 result: dict[str, Any] | None = None) -> Observed | None:
     """A submission the graders could not grade: `error` (on no board, not counted against
-    the student), with why; a regrade's old grade stands instead."""
+    the student), with why; a regrade's old grade stands instead. Returns what /metrics is
+    to count once the caller's transaction has committed."""
     if s.regrade_pending:  # the old grade stands; the instructor reads the log
         s.status, s.regrade_pending = Status.GRADED, False
-        return
+        return None
     result = result or {"verdict": "grader_error", "score": 0.0, "message": reason,
                         "checks": [], "performance": None, "grader_version": ""}
     s.status, s.checks_done = Status.ERROR, None
-    _keep(db, s, result, waited_from=s.created_at)
+    return _keep(db, s, result, waited_from=s.created_at)
 
 
-def _keep(db: Session, s: Submission, result: dict[str, Any], waited_from) -> None:
-    """The result's headline on the submission, the result itself as a grading run, and
-    its times in /metrics (``waited_from``: when the wait that ends here began, if a
-    student's)."""
+def _keep(db: Session, s: Submission, result: dict[str, Any], waited_from) -> Observed:
+    """The result's headline on the submission and the result itself as a grading run;
+    returns its times for /metrics (``waited_from``: when the wait that ends here began, if
+    a student's), counted by the caller once committed: a store that failed and is tried
+    again must not count twice."""
     s.verdict, s.score, s.finished_at = result["verdict"], float(result["score"]), utcnow()
-    metrics.observe(result, s.started_at, s.finished_at, waited_from)
     db.add(GradeRun(submission_id=s.id, verdict=s.verdict, score=s.score, result=result,
                     grader_version=str(result.get("grader_version", ""))))
+    return (result, s.started_at, s.finished_at, waited_from)
 
 
 def store(sessions: sessionmaker[Session], settings: Settings, job_id: int, attempt: int,
           outcome: GradeOutcome, on_requeue: Callable[[], None] = lambda: None,
           exercises: Mapping[str, Any] | None = None) -> str:
     """Store a grading's outcome once: "stored", "retry" (a grader fault, back to waiting)
-    or "stale" (the submission moved on: another attempt, or already graded).
+    or "stale" (the submission moved on: another attempt, or already graded). Raises when
+    the database cannot take it (``database_away``): nothing was stored, try again.
     ``exercises``: a result must say it was graded with the student's own exercise
     parameters (a worker that dropped them judged the student against other numbers)."""
     result = outcome.result
@@ -198,21 +244,26 @@ def store(sessions: sessionmaker[Session], settings: Settings, job_id: int, atte
                 wrong_params = (f"graded with parameters {result.get('params')!r}, not the "
                                 f"student's {own!r}")
                 result = None  # its verdict is about other numbers: not the student's
+        answer, observed = "stored", None
         if grader_fault:
             reason = wrong_params or outcome.fault or (result or {}).get("message", "")
             log.error("grader fault on submission %d (attempt %d): %s", s.id, attempt, reason)
             if s.attempts < settings.max_grader_attempts:
                 release(db, Submission.id == s.id)
-                metrics.REQUEUES.labels("grader_fault").inc()
-                on_requeue()
-                return "retry"
-            end_in_error(db, s, reason, result)
-            return "stored"
-        regrade = s.regrade_pending
-        s.status, s.regrade_pending, s.checks_done = Status.GRADED, False, None
-        if result.get("flag"):  # e.g. a timing faster than a copy: an instructor looks
-            s.flag = Flag.SUSPICIOUS
-            log.warning("submission %d flagged: %s", s.id, result["flag"])
-        # a regrade's wait is the instructor's, not a student's
-        _keep(db, s, result, waited_from=None if regrade else s.created_at)
-    return "stored"
+                answer = "retry"
+            else:
+                observed = end_in_error(db, s, reason, result)
+        else:
+            regrade = s.regrade_pending
+            s.status, s.regrade_pending, s.checks_done = Status.GRADED, False, None
+            if result.get("flag"):  # e.g. a timing faster than a copy: an instructor looks
+                s.flag = Flag.SUSPICIOUS
+                log.warning("submission %d flagged: %s", s.id, result["flag"])
+            # a regrade's wait is the instructor's, not a student's
+            observed = _keep(db, s, result, waited_from=None if regrade else s.created_at)
+    # committed: only now counted, and only now the slots woken for the work put back
+    _observe([observed])
+    if answer == "retry":
+        metrics.REQUEUES.labels("grader_fault").inc()
+        on_requeue()
+    return answer

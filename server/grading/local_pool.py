@@ -7,10 +7,16 @@ with a guarded UPDATE, grading it through the slot's ``graders worker`` process
 (warm runners between jobs) and storing the result in one transaction. A distributed task engine for many GPU hosts slots
 in behind the same interface.
 
-Crash safety: a submission is committed before it is acknowledged; on start,
-whatever was left ``running`` by a crash is queued again; a result is stored
-only while its submission is still ``running`` under the same attempt, so a
-submission ends graded exactly once per grading request.
+Crash safety (issue 39): a submission is committed before it is acknowledged. A slot
+claims, renews and stores through the pool's own connections (grading_db.py), never behind
+the requests'. A finished result is written to the outbox before it is stored and the slot
+tries until it is stored (outbox.py); a result is stored only while its submission is still
+``running`` under the same attempt, so a submission ends graded exactly once per grading
+request. While a slot holds a job the reaper renews its lease, and any server process's
+reaper (reaper.py) puts a job back without a restart: at once when its holder was a process
+of the same machine that is gone (holders.py), else when its lease has run out (its slot, or
+its server on another host, died). On a clean stop the jobs still being graded are put back
+at once.
 """
 
 from __future__ import annotations
@@ -22,15 +28,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..core.clock import utcnow
 from ..core.settings import Settings
 from ..domain.exercises import ExerciseInfo
+from ..domain.models import Status, Submission
 from ..domain.progress import record_check
 from ..domain.student_params import params_for
-from .graders_client import GradersClient
-from .jobs import Claimer, requeue_interrupted, store
+from . import grading_db, holders
+from .graders_client import GradeOutcome, GradersClient
+from .jobs import Claimer, Job, database_away, release, store
+from .outbox import Outbox, folder_for
+from .reaper import Reaper
 
 log = logging.getLogger("server.queue")
 
@@ -83,15 +94,29 @@ class LocalPool:
         # exercises' defaults, and results are not held to a student's own)
         self.exercises = exercises
         self.slots = slots or default_slots(settings)
+        # a connection for each slot and one for the reaper, apart from the requests'
+        self.grading = grading_db.grading_sessions(sessions, settings, len(self.slots) + 1)
+        self.outbox = Outbox(folder_for(grading_db.database_url(sessions, settings),
+                                        settings.outbox_dir))
         self._wake = threading.Condition()
-        self.claimer = Claimer(sessions)
+        self.claimer = Claimer(self.grading)
         self._stopping = False
+        self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
+        # what each slot holds, by slot name: a job being graded, or one whose result it is
+        # storing; the reaper renews their leases
+        self._grading: dict[str, Job] = {}
+        self._storing: dict[str, Job] = {}
+        self._held_lock = threading.Lock()
+        self.reaper = Reaper(self.grading, settings, live=self._held, outbox=self.outbox,
+                             store=self._store, gone=self._gone, on_put_back=self.notify)
 
     def start(self) -> None:
-        n = requeue_interrupted(self.sessions)
-        if n:
-            log.warning("requeued %d submissions left running by a previous process", n)
+        # no requeue of everything `running` here: another server process on the same
+        # database may be grading it. The reaper's first round stores what a killed server
+        # left in the outbox and puts back what a dead process of this machine held; what
+        # nobody renews it puts back when its lease has run out
+        self.reaper.start()
         for slot in self.slots:
             thread = threading.Thread(target=self._work, args=(slot,), name=f"slot-{slot.name}",
                                       daemon=True)
@@ -102,11 +127,52 @@ class LocalPool:
         with self._wake:
             self._stopping = True
             self._wake.notify_all()
+        self._stopped.set()
+        self._put_back_unfinished()
+        self.reaper.stop()
         self.client.close()
+        self.outbox.tidy()
+        grading_db.close(self.grading, self.sessions)
 
     def notify(self) -> None:
         with self._wake:
             self._wake.notify_all()
+
+    def _held(self) -> list[tuple[int, int]]:
+        with self._held_lock:
+            return [(j.id, j.attempt) for j in [*self._grading.values(),
+                                                *self._storing.values()]]
+
+    def _gone(self) -> list[tuple[int, int]]:
+        """Running jobs whose holder was a server process of this machine that is gone."""
+        with self.grading() as db:
+            rows = db.execute(select(Submission.id, Submission.attempts, Submission.worker)
+                              .where(Submission.status == Status.RUNNING,
+                                     Submission.worker.contains(f"@{holders.machine()}:")))
+            return holders.gone_here(rows.all())
+
+    def _put_back_unfinished(self) -> None:
+        """A clean stop: the jobs still being graded here wait again at once, rather than
+        for their leases to run out (a result already finished stays in the outbox, and
+        the next start stores it)."""
+        with self._held_lock:
+            jobs = list(self._grading.values())
+        if not jobs:
+            return
+        try:
+            with self.grading.begin() as db:
+                for job in jobs:
+                    release(db, (Submission.id == job.id) & (Submission.attempts == job.attempt))
+            log.info("put back %d jobs being graded at stop: %s", len(jobs),
+                     [j.id for j in jobs])
+        except Exception as exc:  # noqa: BLE001 - their leases run out instead
+            if not database_away(exc):
+                raise
+            log.warning("could not put back the jobs being graded at stop: %s", exc)
+
+    def _store(self, job_id: int, attempt: int, outcome: GradeOutcome) -> str:
+        return store(self.grading, self.settings, job_id, attempt, outcome, self.notify,
+                     self.exercises)
 
     # -- a slot's loop ----------------------------------------------------------------
     def _work(self, slot: SlotSpec) -> None:
@@ -115,7 +181,10 @@ class LocalPool:
                             share_gpu=slot.shares_gpu)
         while not self._stopping and slot.in_service:
             try:
-                job = self.claimer.claim(started_at=utcnow())
+                # the lease starts with the claim: the reaper renews it from here on
+                now = utcnow()
+                job = self.claimer.claim(started_at=now, heartbeat_at=now,
+                                         worker=holders.holder(slot.name))
             except Exception:  # noqa: BLE001 - a database hiccup must not kill the slot
                 log.exception("claiming work failed")
                 job = None
@@ -124,18 +193,31 @@ class LocalPool:
                     if not self._stopping:
                         self._wake.wait(timeout=2.0)
                 continue
-            outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
-                                        slot.gpu_index,
-                                        on_check=lambda c, j=job: record_check(
-                                            self.sessions, j.id, j.attempt, c),
-                                        params=params_for(self.settings, self.exercises or {},
-                                                          job.exercise, job.username),
-                                        slot=slot.name, share_gpu=slot.shares_gpu)
             try:
-                store(self.sessions, self.settings, job.id, job.attempt, outcome, self.notify,
-                      self.exercises)
-            except Exception:  # noqa: BLE001
-                log.exception("storing the result of submission %d failed", job.id)
-            if not outcome.slot_healthy:
-                slot.in_service = False
-                log.error("slot %s taken out of service: %s", slot.name, outcome.slot_problem)
+                self._grade(slot, job)
+            finally:  # a slot that fails here holds nothing: its lease runs out
+                with self._held_lock:
+                    self._grading.pop(slot.name, None)
+                    self._storing.pop(slot.name, None)
+
+    def _grade(self, slot: SlotSpec, job: Job) -> None:
+        with self._held_lock:
+            self._grading[slot.name] = job
+        outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
+                                    slot.gpu_index,
+                                    on_check=lambda c, j=job: record_check(
+                                        self.grading, j.id, j.attempt, c),
+                                    params=params_for(self.settings, self.exercises or {},
+                                                      job.exercise, job.username),
+                                    slot=slot.name, share_gpu=slot.shares_gpu)
+        with self._held_lock:
+            self._storing[slot.name] = self._grading.pop(slot.name)
+        # The slot claims no new work until its result is stored. While the database cannot
+        # take a result it cannot hand out work either, so going on would gain nothing and
+        # pile up results that only this host's disk holds; and its lease, renewed while it
+        # waits, keeps the job from being graded again elsewhere meanwhile
+        self.outbox.until_stored(job.id, job.attempt, outcome, self._store,
+                                 self._stopped.wait)
+        if not outcome.slot_healthy:
+            slot.in_service = False
+            log.error("slot %s taken out of service: %s", slot.name, outcome.slot_problem)

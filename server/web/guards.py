@@ -8,7 +8,7 @@ from urllib.parse import urlencode, urlsplit
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy.orm import Session
 
-from ..auth.deps import get_db
+from ..auth.deps import authenticated, get_db
 from ..auth.sessions import session_user
 from ..domain.models import Role, User
 
@@ -19,7 +19,7 @@ def user_for_token_in(request: Request) -> User | None:
 
 
 def viewer(request: Request, db: Session = Depends(get_db, scope="function")) -> User | None:
-    return session_user(request, db)
+    return authenticated(request, db, session_user(request, db))
 
 
 def signed_in(request: Request, user: User | None = Depends(viewer)) -> User:

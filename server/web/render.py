@@ -32,9 +32,17 @@ DOCS = {"student-ci": ("student-ci.md", "Grade your kernels on every push"),
 _DOC_LINK = re.compile(r'href="(?:\.\./)*docs/([a-z-]+)\.md"')
 
 
+# markdown-it writes a table column's alignment as a style attribute, which the pages'
+# Content-Security-Policy refuses (server/core/security_headers.py): a class instead
+# (frontend/static/style.css). Only markdown-it's own attributes match: with raw HTML off,
+# a quote the text itself holds is written &quot;
+_ALIGNED = re.compile(r'style="text-align:(left|center|right)"')
+
+
 def _render_markdown(text: str) -> Markup:
-    """Markdown to HTML (no raw HTML through), with links to a served doc made /help/ links."""
-    html = _markdown.render(text)
+    """Markdown to HTML (no raw HTML through), with links to a served doc made /help/ links
+    and table alignment as classes."""
+    html = _ALIGNED.sub(r'class="align-\1"', _markdown.render(text))
     return Markup(_DOC_LINK.sub(lambda m: f'href="/help/{m.group(1)}"' if m.group(1) in DOCS
                                 else m.group(0), html))
 
