@@ -177,7 +177,9 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     @app.exception_handler(PoolTimeout)
     @app.exception_handler(OperationalError)
     async def database_busy(request: Request, exc: Exception):
-        log.warning("database busy on %s: %s", request.url.path, type(exc).__name__)
+        orig = getattr(exc, "orig", None) or exc  # the driver's own words say which wait ran out
+        log.warning("database busy on %s: %s: %s", request.url.path, type(exc).__name__,
+                    str(orig).splitlines()[0] if str(orig) else "")
         detail = "the server is busy: try again in a few seconds"
         if not request.url.path.startswith("/api"):  # no page: a page reads the database
             return PlainTextResponse(detail[0].upper() + detail[1:] + ".\n", status_code=503,

@@ -20,6 +20,22 @@ def pool_size_for(request_threads: int, configured: int = 0) -> int:
     return configured or request_threads + 16
 
 
+def _create_private(path: str) -> None:
+    """Create the database file 0600 if it is not there, and make it 0600 if it is.
+
+    Never by opening an existing file: this process may hold SQLite connections to it
+    already (the grading's pool is a second engine on the same file), and closing any
+    descriptor of a file drops every POSIX lock the process holds on it. Another process
+    closing its last connection would then find none, take the database as unused, and
+    delete the WAL and shared-memory files under this process's connections (a page
+    then read "disk I/O error", and writes went to an unlinked WAL)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+    except FileExistsError:
+        pass
+    os.chmod(path, 0o600)  # by its name: no descriptor opened
+
+
 def make_engine(url: str, pool_size: int | None = None, pool_timeout_s: float = 30.0) -> Engine:
     """``pool_size``: connections kept (None: SQLAlchemy's default, 5 and 10 more on
     demand); a checkout waits ``pool_timeout_s`` at most, then raises TimeoutError, which
@@ -32,8 +48,7 @@ def make_engine(url: str, pool_size: int | None = None, pool_timeout_s: float = 
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             # tokens' hashes and every source live here: owner only (SQLite gives its
             # -wal and -shm files the database file's mode)
-            os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
-            os.chmod(path, 0o600)
+            _create_private(path)
         if not path or path == ":memory:":
             pool = {}  # one connection, shared: no pool to size
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
