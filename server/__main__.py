@@ -1,8 +1,10 @@
-"""``python -m server [--host 127.0.0.1] [--port 8000]``"""
+"""``python -m server [--host 127.0.0.1] [--port 8000]``, or ``python -m server lti …``
+(the LMS side's keys and registrations: server/lti/cli.py)."""
 
 import argparse
 import gc
 import logging
+import sys
 
 import uvicorn
 
@@ -12,6 +14,9 @@ from .core.settings import get_settings
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["lti"]:
+        from .lti.cli import main as lti_main
+        raise SystemExit(lti_main(sys.argv[2:]))
     parser = argparse.ArgumentParser(prog="python -m server")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)

@@ -31,8 +31,10 @@ from .domain.models import Role, User
 from .domain.student_params import warn_if_development_secret
 from .grading.graders_client import GradersClient
 from .grading.local_pool import Dispatcher, LocalPool
+from .lti.grades import Sender as LtiGradeSender
+from .web import api_token, guards, instructor, lti_admin, render, signin, student
 from .web import extensions as web_extensions
-from .web import guards, instructor, render, signin, student
+from .web import lti as web_lti
 from .web import leaderboard as web_leaderboard
 from .web import similarity as web_similarity
 
@@ -114,10 +116,14 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         # other server processes' changes (shared_state.py)
         watcher = app.state.stamp_watcher = StampWatcher(engine)
         watcher.start()
+        # scores owed to LMSs (LTI AGS), stored before sent: server/lti/grades.py
+        app.state.lti_sender = LtiGradeSender(sessions, settings)
+        app.state.lti_sender.start()
         log.info("serving %d exercises from %s", len(app.state.exercises),
                  engine.url.render_as_string(hide_password=True))
         yield
         watcher.stop()
+        app.state.lti_sender.stop()
         app.state.dispatcher.stop()
         engine.dispose()
 
@@ -126,6 +132,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
                               "and the leaderboard.")
     for module in (submissions, events, exercises, leaderboard, admin, similarity, extensions,
                    internal, metrics, signin, student, web_leaderboard, instructor, web_extensions,
+                   web_lti, lti_admin, api_token,
                    web_similarity):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=render.FRONTEND / "static"), name="static")

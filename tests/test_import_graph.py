@@ -74,8 +74,11 @@ SERVER_MAY_IMPORT_LAYERS = {
     "grading": {"core", "domain"},
     "auth": {"core", "domain"},
     "similarity": {"core", "domain"},
-    "api": {"core", "domain", "grading", "auth", "similarity"},
-    "web": {"core", "domain", "grading", "auth", "similarity"},
+    # LTI 1.3 (issue 40): launches make users and sessions (auth); it follows grades through
+    # the domain's submissions, not the grading engine
+    "lti": {"core", "domain", "auth"},
+    "api": {"core", "domain", "grading", "auth", "similarity", "lti"},
+    "web": {"core", "domain", "grading", "auth", "similarity", "lti"},
 }
 # the files that may sit in server/ outside a layer: the composition root and its runner
 SERVER_LOOSE = {"server", "server.__main__", "server.app"}

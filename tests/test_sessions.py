@@ -19,6 +19,7 @@ from server.auth.sessions import COOKIE, MAX_SESSIONS_PER_USER
 from server.core.clock import utcnow
 from server.core.db import make_engine
 from server.core.migrate import upgrade
+from server.domain import lti_records  # noqa: F401 - the LTI tables are in the metadata too
 from server.domain.models import Base, User, WebSession
 from test_server_api import ADMIN, add_students, running, settings_for
 from test_web_pages import form_token, sign_in

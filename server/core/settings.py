@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # has it: "" puts the folder beside the SQLite file (`outbox/`), else under var/outbox;
     # keep it on a disk that survives a restart of the server
     outbox_dir: str = ""
+    # LTI 1.3 (server/lti/): the tool's private keys, 0600, never sent anywhere (the JWKS at
+    # /lti/jwks.json publishes their public halves); empty: var/lti/keys
+    lti_keys_dir: str = ""
     # every REAPER_INTERVAL_S (or a third of HEARTBEAT_TIMEOUT_S, if less: a lease must be
     # renewed several times before it runs out) each dispatcher stores what its outbox
     # holds, renews the leases of the jobs its local slots grade, and puts back running work

@@ -76,6 +76,14 @@ def best_per_student(db: Session, exercise: str, policy: str) -> dict[int, Submi
         .where(ranked.c.place == 1))}
 
 
+def counted_score(db: Session, exercise: str, policy: str, user_id: int) -> float | None:
+    """One student's counted score (their leaderboard and CSV score), None while nothing
+    of theirs counts: what the LMS's gradebook is sent (server/lti/grades.py)."""
+    ranked = _ranked(exercise, policy)
+    return db.scalar(select(ranked.c.score).where(ranked.c.user_id == user_id,
+                                                  ranked.c.place == 1))
+
+
 def flagged_per_student(db: Session, exercise: str) -> dict[int, list[Submission]]:
     """The flagged submissions of each student: the CSV names them, so that a grade below
     a student's best is explained."""

@@ -1,6 +1,7 @@
 """Alembic environment: the URL and the connection come from server.core.migrate."""
 
 from alembic import context
+from server.domain import lti_records  # noqa: F401 - its tables join Base's metadata
 from server.domain.models import Base
 
 config = context.config

@@ -28,7 +28,8 @@ _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 # the docs the pages serve (/help/<name>): a statement links them by their path in the
 # repository (../../docs/benchmarks.md, which works on GitHub too), and the page by /help/
 DOCS = {"student-ci": ("student-ci.md", "Grade your kernels on every push"),
-        "benchmarks": ("benchmarks.md", "Benchmarks")}
+        "benchmarks": ("benchmarks.md", "Benchmarks"),
+        "lti": ("lti.md", "Add the autograder to your LMS (LTI 1.3)")}
 _DOC_LINK = re.compile(r'href="(?:\.\./)*docs/([a-z-]+)\.md"')
 
 

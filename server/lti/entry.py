@@ -1,0 +1,42 @@
+"""The way out of the LMS's frame: a one-time link that signs its browser in, at our own
+address, in a tab of its own.
+
+Browsers keep no cookie of ours inside another site's frame (third-party cookies blocked),
+so a session there would not last one click. The launch page in the frame offers "Open in
+a new tab": a link holding a code that is good ENTRY_S and once, which starts an ordinary
+first-party session (the same cookie as a token sign-in) and goes on to the exercise.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from ..auth.tokens import hash_token
+from ..core.clock import as_utc, utcnow
+from ..domain.lti_records import LtiKv
+
+ENTRY_S = 120
+_PREFIX = "entry-"
+
+
+def new_entry(db: Session, user_id: int, next_path: str) -> str:
+    """A code for ``user_id`` to enter at ``next_path``; the caller commits."""
+    code = secrets.token_urlsafe(32)
+    db.add(LtiKv(key=_PREFIX + hash_token(code), value={"user_id": user_id, "next": next_path},
+                 expires_at=utcnow() + timedelta(seconds=ENTRY_S)))
+    return code
+
+
+def use_entry(db: Session, code: str) -> dict | None:
+    """What a code stands for, if it is live and unused; it is spent either way."""
+    key = _PREFIX + hash_token(code or "")
+    row = db.get(LtiKv, key)
+    if row is None:
+        return None
+    live = as_utc(row.expires_at) > utcnow()
+    gone = db.execute(delete(LtiKv).where(LtiKv.key == key)).rowcount == 1
+    return row.value if live and gone else None
