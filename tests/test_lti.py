@@ -13,11 +13,13 @@ bad launch is refused with a page that says why, never a 500.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -264,3 +266,49 @@ def test_a_bad_launch_is_refused_with_a_page_that_says_why(lms, activity, bend, 
     assert words in html.unescape(first.text), first.text
     assert "href=\"/lti/enter/" not in first.text
     assert "launch refused" in log.read_text()
+
+
+def test_a_launch_inside_the_lms_frame_with_third_party_cookies_blocked(lms, activity,
+                                                                          tmp_path):
+    """Chromium, the LMS's course page (127.0.0.1) framing the tool (localhost, another
+    site), third-party cookies blocked by the browser's own setting: the launch goes
+    through in the frame (its state cookie is partitioned), and "Open in a new tab" ends on
+    the student's exercise page, signed in."""
+    from test_web_ui import CHROMIUM, playwright
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser tests: install chromium (scripts/setup does)")
+        pytest.skip("no chromium here")
+    platform, tool, _, _ = lms
+    platform.names["stud-30"] = "Katherine Johnson"
+    profile = tmp_path / "profile"
+    (profile / "Default").mkdir(parents=True)
+    # Chromium's "Block third-party cookies" (its settings page's choice), set explicitly:
+    # a build's default must not be what the test relies on
+    (profile / "Default" / "Preferences").write_text(json.dumps(
+        {"profile": {"cookie_controls_mode": 1, "block_third_party_cookies": True}}))
+    course = f"{platform.url}/course?" + urlencode(
+        {"src": platform.start_url("stud-30", activity=activity.id)})
+    with playwright.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), headless=True, executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"])
+        try:
+            page = context.new_page()
+            page.goto(course)
+            frame = page.frame_locator("#tool")
+            frame.get_by_text("Signed in from your course as Katherine Johnson").wait_for(
+                timeout=60_000)
+            # an unpartitioned cookie would not have come back in the frame: only the
+            # partitioned one did (keyed to the LMS's site)
+            kept = [c for c in context.cookies() if c["name"].startswith("lti1p3-state")]
+            assert kept and all(c.get("partitionKey") for c in kept), kept
+            with context.expect_page() as opened:
+                frame.get_by_role("link", name="Open in a new tab").click()
+            tab = opened.value
+            tab.wait_for_url(f"{tool}/exercises/safe_softmax", timeout=60_000)
+            assert tab.get_by_text("Katherine Johnson").first.is_visible()
+            assert tab.get_by_role("link", name="My submissions").is_visible()
+        finally:
+            context.close()

@@ -212,4 +212,3 @@ class SimilarityReport(Base):
     message: Mapped[str] = mapped_column(String(500), default="")
     # [{"a": id, "b": id, "similarity": 0..1, "a_share", "b_share", "a_spans", "b_spans"}]
     pairs: Mapped[list | None] = mapped_column(JSON, nullable=True)
-

@@ -76,8 +76,9 @@ def _bring_scores_up_to_date(session: Session) -> None:
 def _note_bulk(execute_state) -> None:
     """A bulk UPDATE of submissions (a regrade's, an extension's re-marking) names no rows:
     the sender goes over every followed score soon after, on its own thread."""
+    mapper = execute_state.bind_mapper
     if (execute_state.is_update or execute_state.is_delete) and \
-            execute_state.bind_mapper is not None and execute_state.bind_mapper.class_ is Submission:
+            mapper is not None and mapper.class_ is Submission:
         execute_state.session.info[_BULK] = True
 
 
@@ -100,7 +101,8 @@ def owe(db: Session, students: set[tuple[int, str]], policy: str) -> int:
     """Set what each LMS activity of these (student, exercise) pairs should show; how many
     scores are now owed."""
     users = {u for u, _ in students}
-    rows = db.execute(select(LtiScore, LtiLink.exercise).join(LtiLink, LtiLink.id == LtiScore.link_id)
+    rows = db.execute(select(LtiScore, LtiLink.exercise)
+                      .join(LtiLink, LtiLink.id == LtiScore.link_id)
                       .where(LtiScore.user_id.in_(users))).all()
     owed = 0
     for row, exercise in rows:

@@ -42,7 +42,9 @@ class ToolKey:
 
 
 def keys_dir(settings: Settings) -> Path:
-    return Path(settings.lti_keys_dir) if settings.lti_keys_dir else REPO_ROOT / "var" / "lti" / "keys"
+    if settings.lti_keys_dir:
+        return Path(settings.lti_keys_dir)
+    return REPO_ROOT / "var" / "lti" / "keys"
 
 
 def rotate(settings: Settings, now: datetime | None = None) -> ToolKey:

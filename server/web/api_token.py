@@ -32,5 +32,6 @@ def new_api_token(request: Request, user: User = Depends(signed_in),
     request.cookies[COOKIE] = session  # this page's forms are this new session's
     response = render(request, "api_token.html", user, token=token)
     response.set_cookie(COOKIE, session, httponly=True, samesite="lax",
-                        secure=request.url.scheme == "https", max_age=int(lifetime.total_seconds()))
+                        secure=request.url.scheme == "https",
+                        max_age=int(lifetime.total_seconds()))
     return response

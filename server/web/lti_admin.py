@@ -35,7 +35,8 @@ def tool_urls(base: str) -> dict[str, str]:
             "Public keyset (JWKS) URL": f"{base}/lti/jwks.json"}
 
 
-def lti_view(request: Request, user: User, db: Session, status: int = 200, **extra) -> HTMLResponse:
+def lti_view(request: Request, user: User, db: Session, status: int = 200,
+             **extra) -> HTMLResponse:
     base = (request.app.state.settings.public_url or str(request.base_url)).rstrip("/")
     courses = db.execute(select(LtiLink, LtiPlatform.issuer)
                          .join(LtiPlatform, LtiPlatform.id == LtiLink.platform_id)
