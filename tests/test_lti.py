@@ -274,7 +274,7 @@ def test_a_launch_inside_the_lms_frame_with_third_party_cookies_blocked(lms, act
     site), third-party cookies blocked by the browser's own setting: the launch goes
     through in the frame (its state cookie is partitioned), and "Open in a new tab" ends on
     the student's exercise page, signed in."""
-    from test_web_ui import CHROMIUM, playwright
+    from test_web_ui import CHROMIUM, playwright, shot
     if not os.path.exists(CHROMIUM):
         if os.environ.get("CI"):
             pytest.fail("CI must run the browser tests: install chromium (scripts/setup does)")
@@ -307,8 +307,38 @@ def test_a_launch_inside_the_lms_frame_with_third_party_cookies_blocked(lms, act
             with context.expect_page() as opened:
                 frame.get_by_role("link", name="Open in a new tab").click()
             tab = opened.value
+            shot(page, "lti-frame")
             tab.wait_for_url(f"{tool}/exercises/safe_softmax", timeout=60_000)
             assert tab.get_by_text("Katherine Johnson").first.is_visible()
             assert tab.get_by_role("link", name="My submissions").is_visible()
+
+            # the instructor's LMS page, at a phone's width: nothing wider than the screen
+            entry, _ = launch(platform, "teacher-1", role=INSTRUCTOR, activity=activity.id)
+            code = re.search(r'href="(/lti/enter/[^"]+)"', entry.text).group(1)
+            tab.set_viewport_size({"width": 390, "height": 844})
+            tab.goto(f"{tool}{code}")
+            tab.goto(f"{tool}/admin/lti")
+            assert tab.get_by_role("heading", name="LMS (LTI 1.3)").is_visible()
+            assert tab.get_by_text(f"{tool}/lti/jwks.json").is_visible()
+            assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+            shot(tab, "lti-admin-390")
         finally:
             context.close()
+
+
+def test_what_no_lms_sent_is_refused_in_words_never_a_500(lms):
+    platform, tool, _, _ = lms
+    for method, path, data in [
+            ("post", "/lti/launch", {"id_token": "not.a.jwt", "state": "state-x"}),
+            ("post", "/lti/launch", {}),
+            ("get", "/lti/login", {}),
+            ("get", "/lti/login?iss=https://unknown.example&login_hint=u", None),
+            ("post", "/lti/deep-link", {"launch": "made-up", "exercise": "safe_softmax"}),
+            ("post", "/lti/deep-link", {"launch": "made-up", "exercise": "no_such"})]:
+        r = getattr(requests, method)(f"{tool}{path}", data=data, allow_redirects=False)
+        assert 400 <= r.status_code < 500, (path, r.status_code, r.text[:300])
+        assert "refused" in r.text, (path, r.text[:300])
+    lost = requests.get(f"{tool}/lti/enter/made-up-code", allow_redirects=False)
+    assert lost.status_code == 303 and lost.headers["location"].startswith("/signin")
+    keys = requests.get(f"{tool}/lti/jwks.json").json()["keys"]
+    assert keys and all(k["kty"] == "RSA" and "d" not in k for k in keys)

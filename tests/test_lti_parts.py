@@ -165,3 +165,27 @@ def test_what_is_tried_again_and_how_soon():
     for again in (401, 408, 429, 500, 503):
         assert not refused_for_good(_Failed(again)), again
     assert not refused_for_good(ConnectionError("the LMS is down"))
+
+
+def test_one_score_is_sent_by_one_server_process(tmp_path, db):
+    """Each server process runs a sender: a score due is claimed by one of them only."""
+    from sqlalchemy import select
+
+    from server.domain.lti_records import LtiLink, LtiScore
+    from server.lti.grades import Sender
+    platform = registry.register(db, _fields())
+    user = User(username="s", display_name="S", role=Role.STUDENT, token_hash="s" * 64)
+    db.add(user)
+    db.flush()
+    link = LtiLink(platform_id=platform.id, deployment_id="1:abc", resource_link_id="rl",
+                   exercise="safe_softmax")
+    db.add(link)
+    db.flush()
+    db.add(LtiScore(link_id=link.id, user_id=user.id, sub="s", wanted=50.0, state="pending",
+                    tries=0, next_try_at=NOW, last_error=""))
+    db.commit()
+    sessions = make_sessionmaker(db.get_bind())
+    seen = db.scalar(select(LtiScore.next_try_at))
+    one, other = (Sender(sessions, Settings()) for _ in range(2))
+    assert one._claim(1, seen) is True
+    assert other._claim(1, seen) is False  # it read the row before the claim: not its own

@@ -42,6 +42,7 @@ HTTP_TIMEOUT_S = 15
 FIRST_WAIT_S, LONGEST_WAIT_S = 5.0, 3600.0
 GIVE_UP_AFTER = timedelta(days=1)  # of tries that did not go through: failed, an admin looks
 BATCH = 20
+CLAIM_S = 4 * HTTP_TIMEOUT_S  # a claimed score is another process's again after this
 _TOUCHED = "lti_touched_students"  # session.info: (user id, exercise) this transaction changed
 _OWED = "lti_scores_owed"  # session.info: this transaction left scores to send
 _BULK = "lti_bulk_submission_writes"  # session.info: an UPDATE of rows no object stands for
@@ -219,16 +220,28 @@ class Sender:
         """Send the scores due now (at most BATCH); how many were tried."""
         with self.sessions() as db:
             due = db.execute(select(LtiScore.id, LtiScore.sub, LtiScore.wanted, LtiScore.tries,
-                                    LtiScore.updated_at, LtiLink.ags, LtiPlatform)
+                                    LtiScore.updated_at, LtiScore.next_try_at, LtiLink.ags,
+                                    LtiPlatform)
                              .join(LtiLink, LtiLink.id == LtiScore.link_id)
                              .join(LtiPlatform, LtiPlatform.id == LtiLink.platform_id)
                              .where(LtiScore.state == "pending",
                                     LtiScore.next_try_at <= utcnow())
                              .order_by(LtiScore.next_try_at).limit(BATCH)).all()
         connectors: dict[int, ServiceConnector] = {}  # one token per platform and round
-        for score_id, sub, wanted, tries, since, ags, platform in due:
-            self._send_one(score_id, sub, wanted, tries, since, ags, platform, connectors)
+        for score_id, sub, wanted, tries, since, seen_next, ags, platform in due:
+            if self._claim(score_id, seen_next):
+                self._send_one(score_id, sub, wanted, tries, since, ags, platform, connectors)
         return len(due)
+
+    def _claim(self, score_id: int, seen_next: datetime) -> bool:
+        """This process sends it, no other (each server process has a sender): the row is
+        pushed back by a lease, if it is still as this process read it."""
+        with self.sessions.begin() as db:
+            return db.execute(update(LtiScore).where(LtiScore.id == score_id,
+                                                     LtiScore.state == "pending",
+                                                     LtiScore.next_try_at == seen_next)
+                              .values(next_try_at=utcnow() + timedelta(seconds=CLAIM_S))
+                              ).rowcount == 1
 
     def _send_one(self, score_id, sub, wanted, tries, since, ags, platform, connectors):
         error, for_good = "", False
@@ -251,9 +264,9 @@ class Sender:
                                                   LtiScore.wanted == wanted)
                            .values(sent=wanted, state="sent", tries=0, last_error="",
                                    updated_at=utcnow()))
-                db.execute(update(LtiScore).where(LtiScore.id == score_id,
+                db.execute(update(LtiScore).where(LtiScore.id == score_id,  # it changed: next
                                                   LtiScore.state == "pending")
-                           .values(sent=wanted, updated_at=utcnow()))
+                           .values(sent=wanted, next_try_at=utcnow(), updated_at=utcnow()))
                 log.info("score %s sent to %s for %s", wanted, platform.issuer, sub)
                 return
             give_up = for_good or utcnow() - as_utc(since) > GIVE_UP_AFTER
