@@ -107,10 +107,14 @@ def enter(tool: str, page: str) -> requests.Session:
     """The frame's "Open in a new tab": a browser of its own, signed in by the link."""
     code = re.search(r'href="/lti/enter/([^"]+)"', page).group(1)
     browser = requests.Session()
-    r = browser.get(f"{tool}/lti/enter/{code}", allow_redirects=False)
+    asks = browser.get(f"{tool}/lti/enter/{code}", allow_redirects=False)
+    assert asks.status_code == 200 and "Continue as" in asks.text, asks.text
+    assert "autograder_session" not in browser.cookies, "a GET signs no one in"
+    r = browser.post(f"{tool}/lti/enter", data={"code": code}, allow_redirects=False)
     assert r.status_code == 303, r.text
-    again = requests.get(f"{tool}/lti/enter/{code}", allow_redirects=False)
+    again = requests.post(f"{tool}/lti/enter", data={"code": code}, allow_redirects=False)
     assert again.headers["location"].startswith("/signin"), "a code works once"
+    assert "used already" in requests.get(f"{tool}{again.headers['location']}").text
     browser.landing = browser.get(f"{tool}{r.headers['location']}")
     return browser
 
@@ -265,6 +269,8 @@ def test_a_bad_launch_is_refused_with_a_page_that_says_why(lms, activity, bend, 
     assert 400 <= first.status_code < 500, first.text
     assert words in html.unescape(first.text), first.text
     assert "href=\"/lti/enter/" not in first.text
+    # the LMS the token names may frame the refusal (the page says why, in the frame)
+    assert f"frame-ancestors {platform.url}" in first.headers["content-security-policy"]
     assert "launch refused" in log.read_text()
 
 
@@ -308,6 +314,7 @@ def test_a_launch_inside_the_lms_frame_with_third_party_cookies_blocked(lms, act
                 frame.get_by_role("link", name="Open in a new tab").click()
             tab = opened.value
             shot(page, "lti-frame")
+            tab.get_by_role("button", name="Continue as Katherine Johnson").click()
             tab.wait_for_url(f"{tool}/exercises/safe_softmax", timeout=60_000)
             assert tab.get_by_text("Katherine Johnson").first.is_visible()
             assert tab.get_by_role("link", name="My submissions").is_visible()
@@ -317,6 +324,8 @@ def test_a_launch_inside_the_lms_frame_with_third_party_cookies_blocked(lms, act
             code = re.search(r'href="(/lti/enter/[^"]+)"', entry.text).group(1)
             tab.set_viewport_size({"width": 390, "height": 844})
             tab.goto(f"{tool}{code}")
+            tab.get_by_role("button", name="Continue as").click()
+            tab.wait_for_url(f"{tool}/exercises/safe_softmax", timeout=60_000)
             tab.goto(f"{tool}/admin/lti")
             assert tab.get_by_role("heading", name="LMS (LTI 1.3)").is_visible()
             assert tab.get_by_text(f"{tool}/lti/jwks.json").is_visible()
@@ -338,6 +347,8 @@ def test_what_no_lms_sent_is_refused_in_words_never_a_500(lms):
         r = getattr(requests, method)(f"{tool}{path}", data=data, allow_redirects=False)
         assert 400 <= r.status_code < 500, (path, r.status_code, r.text[:300])
         assert "refused" in r.text, (path, r.text[:300])
+    lost = requests.post(f"{tool}/lti/enter", data={"code": "made-up"}, allow_redirects=False)
+    assert lost.status_code == 303 and lost.headers["location"].startswith("/signin")
     lost = requests.get(f"{tool}/lti/enter/made-up-code", allow_redirects=False)
     assert lost.status_code == 303 and lost.headers["location"].startswith("/signin")
     keys = requests.get(f"{tool}/lti/jwks.json").json()["keys"]

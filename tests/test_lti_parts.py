@@ -44,7 +44,12 @@ def test_keys_rotate_and_the_old_one_stays_published_for_a_day(tmp_path):
     (["http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"], False),
     (["http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"], True),
     (["http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#TeachingAssistant"], True),
-    (["http://purl.imsglobal.org/vocab/lis/v2/institution/person#Administrator"], True),
+    (["http://purl.imsglobal.org/vocab/lis/v2/membership#Administrator"], True),
+    # institution and system roles do not make anyone this course's instructor
+    (["http://purl.imsglobal.org/vocab/lis/v2/institution/person#Administrator"], False),
+    (["http://purl.imsglobal.org/vocab/lis/v2/institution/person#Instructor",
+      "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"], False),
+    (["http://purl.imsglobal.org/vocab/lis/v2/system/person#Administrator"], False),
     (["http://purl.imsglobal.org/vocab/lis/v2/institution/person#Student",
       "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"], False),
     (["Instructor"], True),
@@ -189,3 +194,25 @@ def test_one_score_is_sent_by_one_server_process(tmp_path, db):
     one, other = (Sender(sessions, Settings()) for _ in range(2))
     assert one._claim(1, seen) is True
     assert other._claim(1, seen) is False  # it read the row before the claim: not its own
+
+
+def test_a_score_is_owed_when_it_is_news_and_only_then():
+    from server.domain.lti_records import LtiScore
+    from server.lti.grades import _set_wanted
+    row = LtiScore(state="sent", sent=None, wanted=None, tries=0)
+    assert _set_wanted(row, None) == 0 and row.state == "sent"  # nothing scored yet
+    assert _set_wanted(row, 40.0) == 1 and row.state == "pending"
+    row.state, row.sent = "sent", 40.0  # the sender sent it
+    assert _set_wanted(row, 40.0) == 0 and row.state == "sent"  # the same: nothing
+    assert _set_wanted(row, 90.0) == 1
+    assert _set_wanted(row, 40.0) == 0 and row.state == "sent"  # back to what the LMS has
+    row.state, row.wanted, row.tries = "failed", 90.0, 7  # the LMS refused 90 for good
+    assert _set_wanted(row, 90.0) == 0 and row.state == "failed"  # not again by itself
+    assert _set_wanted(row, 95.0) == 1 and row.tries == 0  # a new score is tried anew
+
+
+def test_a_clock_ahead_is_said_as_such():
+    from server.lti.launch import why
+    assert "clocks is off" in why(Exception("Can't decode id_token: The token is not yet "
+                                            "valid (iat)"))
+    assert "expired" in why(Exception("Can't decode id_token: Signature has expired"))

@@ -7,7 +7,13 @@
 - Its state, nonces and launch data live in the database (``lti_kv``), with an expiry,
   not in a server-side session we do not have.
 - A nonce serves once: PyLTI1p3's own check only asks whether the nonce was issued, so a
-  launch posted twice passed twice; ours deletes it as it checks it.
+  launch posted twice passed twice; ours deletes it as it checks it, and only after the
+  signature verified (PyLTI1p3 checks the nonce first: an unsigned token would spend it).
+- The signature's time claims allow LEEWAY_S of clock difference (PyJWT allows none: an LMS
+  whose clock ran one second ahead had its launches refused), and the LMS's key set is
+  fetched with a timeout and kept KEY_SET_CACHE_S.
+- What the login keeps (its state, its nonce) lives LOGIN_LIFETIME_S, not PyLTI1p3's day:
+  anyone may start a login, and each leaves rows behind.
 """
 
 from __future__ import annotations
@@ -15,7 +21,10 @@ from __future__ import annotations
 import typing as t
 from datetime import timedelta
 
+import jwt
+import requests
 from pylti1p3.cookie import CookieService
+from pylti1p3.exception import LtiException
 from pylti1p3.launch_data_storage.base import LaunchDataStorage
 from pylti1p3.message_launch import MessageLaunch
 from pylti1p3.oidc_login import OIDCLogin
@@ -30,6 +39,18 @@ from ..core.clock import utcnow
 from ..domain.lti_records import LtiKv
 
 DEFAULT_LIFETIME_S = 86400
+LOGIN_LIFETIME_S = 600  # from the LMS's login request to its launch: seconds, in practice
+LEEWAY_S = 60
+KEY_SET_CACHE_S = 300  # an LMS's new key is used by its launches within this
+HTTP_TIMEOUT_S = 15
+
+
+class TimedSession(requests.Session):
+    """PyLTI1p3 sets no timeout: an LMS that never answers would hold a thread forever."""
+
+    def request(self, *args, **kwargs):
+        kwargs.setdefault("timeout", HTTP_TIMEOUT_S)
+        return super().request(*args, **kwargs)
 
 
 class LtiRequest(Request):
@@ -161,6 +182,7 @@ class Login(OIDCLogin):
         storage = DatabaseStorage(db)
         super().__init__(request, tool_conf, OnceNonces(request, storage), LtiCookies(request),
                          storage)
+        self.set_launch_data_lifetime(LOGIN_LIFETIME_S)
 
     def get_redirect(self, url: str):
         return LtiRedirect(url, self._cookie_service)
@@ -170,10 +192,36 @@ class Login(OIDCLogin):
 
 
 class Launch(MessageLaunch):
-    def __init__(self, request: LtiRequest, tool_conf, db: Session, requests_session=None):
+    def __init__(self, request: LtiRequest, tool_conf, db: Session):
         storage = DatabaseStorage(db)
         super().__init__(request, tool_conf, OnceNonces(request, storage), LtiCookies(request),
-                         storage, requests_session)
+                         storage, TimedSession())
+        self.set_launch_data_lifetime(LOGIN_LIFETIME_S)
+        self.set_public_key_caching(storage, KEY_SET_CACHE_S)
 
     def _get_request_param(self, key: str):
         return self._request.get_param(key)
+
+    def validate(self):
+        """PyLTI1p3's checks, the signature before the nonce; the launch itself is not kept
+        (nothing here restores a launch later)."""
+        if self._restored:
+            raise LtiException("Can't validate restored launch")
+        self._validated = True
+        try:
+            return (self.validate_state().validate_jwt_format().validate_registration()
+                    .validate_jwt_signature().validate_nonce().validate_deployment()
+                    .validate_message())
+        except Exception:
+            self._validated = False
+            raise
+
+    def validate_jwt_signature(self):
+        public_key, algorithm = self.get_public_key()
+        try:
+            jwt.decode(self._get_id_token(), public_key, algorithms=[algorithm],
+                       options={"verify_aud": False, "require": ["exp", "iat"]},
+                       leeway=LEEWAY_S)
+        except jwt.InvalidTokenError as exc:
+            raise LtiException(f"Can't decode id_token: {exc}") from exc
+        return self

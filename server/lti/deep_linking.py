@@ -23,7 +23,7 @@ from ..core.settings import Settings
 from ..domain.lti_records import LtiKv, LtiPlatform
 from .grades import SCORE_MAXIMUM
 from .launch import LaunchFacts, Refused
-from .registry import registration_of
+from .registry import Unregistrable, origin_of, registration_of
 
 PICK_S = 3600  # an instructor may read the statements before choosing
 _PREFIX = "pick-"
@@ -38,8 +38,10 @@ class Answer:
 
 def remember_request(db: Session, facts: LaunchFacts) -> str:
     """Keep the request's settings for the pick; the key the picker's form carries."""
-    if not facts.deep_linking.get("deep_link_return_url"):
-        raise Refused("the LMS's deep-linking request names no return URL")
+    try:
+        origin_of(facts.deep_linking.get("deep_link_return_url") or "")
+    except Unregistrable:
+        raise Refused("the LMS's deep-linking request names no return address") from None
     key = secrets.token_urlsafe(32)
     db.add(LtiKv(key=_PREFIX + key, expires_at=utcnow() + timedelta(seconds=PICK_S),
                  value={"platform_id": facts.platform.id, "deployment_id": facts.deployment_id,

@@ -3,8 +3,10 @@ address, in a tab of its own.
 
 Browsers keep no cookie of ours inside another site's frame (third-party cookies blocked),
 so a session there would not last one click. The launch page in the frame offers "Open in
-a new tab": a link holding a code that is good ENTRY_S and once, which starts an ordinary
-first-party session (the same cookie as a token sign-in) and goes on to the exercise.
+a new tab": a link holding a code that is good ENTRY_S and once. Its page asks "Continue as
+…" and only that button's post (from our own origin) starts an ordinary first-party session
+(the same cookie as a token sign-in) and goes on to the exercise: a GET that signed in would
+let anyone's link sign a browser in as them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def new_entry(db: Session, user_id: int, next_path: str) -> str:
     db.add(LtiKv(key=_PREFIX + hash_token(code), value={"user_id": user_id, "next": next_path},
                  expires_at=utcnow() + timedelta(seconds=ENTRY_S)))
     return code
+
+
+def peek_entry(db: Session, code: str) -> dict | None:
+    """What a live code stands for, without spending it (the page that asks to go on)."""
+    row = db.get(LtiKv, _PREFIX + hash_token(code or ""))
+    return row.value if row is not None and as_utc(row.expires_at) > utcnow() else None
 
 
 def use_entry(db: Session, code: str) -> dict | None:

@@ -25,24 +25,27 @@ from pylti1p3.assignments_grades import AssignmentsGradesService
 from pylti1p3.exception import LtiException, LtiServiceException
 from pylti1p3.grade import Grade
 from pylti1p3.service_connector import ServiceConnector
-from sqlalchemy import event, select, update
+from sqlalchemy import case, event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..core.clock import as_utc, utcnow
+from ..core.commit_hooks import note_bulk_writes, on_commit
 from ..core.settings import Settings
 from ..domain.leaderboard import counted_score
 from ..domain.lti_records import LtiLink, LtiPlatform, LtiScore
 from ..domain.models import Submission
-from .registry import registration_of
+from .adapter import TimedSession
+from .registry import Unregistrable, registration_of
 
 log = logging.getLogger("server.lti")
 
 SCORE_MAXIMUM = 100.0
-HTTP_TIMEOUT_S = 15
 FIRST_WAIT_S, LONGEST_WAIT_S = 5.0, 3600.0
 GIVE_UP_AFTER = timedelta(days=1)  # of tries that did not go through: failed, an admin looks
 BATCH = 20
-CLAIM_S = 4 * HTTP_TIMEOUT_S  # a claimed score is another process's again after this
+# a claimed score is another process's again after this: far longer than a send takes (its
+# token request and its post, each adapter.HTTP_TIMEOUT_S a socket operation)
+CLAIM_S = 600
 _TOUCHED = "lti_touched_students"  # session.info: (user id, exercise) this transaction changed
 _OWED = "lti_scores_owed"  # session.info: this transaction left scores to send
 _BULK = "lti_bulk_submission_writes"  # session.info: an UPDATE of rows no object stands for
@@ -73,28 +76,25 @@ def _bring_scores_up_to_date(session: Session) -> None:
             session.info[_OWED] = True
 
 
-@event.listens_for(Session, "do_orm_execute")
-def _note_bulk(execute_state) -> None:
-    """A bulk UPDATE of submissions (a regrade's, an extension's re-marking) names no rows:
-    the sender goes over every followed score soon after, on its own thread."""
-    mapper = execute_state.bind_mapper
-    if (execute_state.is_update or execute_state.is_delete) and \
-            mapper is not None and mapper.class_ is Submission:
-        execute_state.session.info[_BULK] = True
+# A bulk UPDATE of submissions names no rows (an extension's re-marking of late work): the
+# sender goes over every followed score soon after, on its own thread. Not for one that
+# changes nothing a leaderboard shows, so nothing a score is made of (``board_neutral``: a
+# claim, a lease's heartbeat, a requeue), which run every few seconds
+note_bulk_writes(_BULK, "all", (Submission,), unless="board_neutral")
+on_commit(_BULK, lambda _: [sender.reconcile_soon() or sender.wake()
+                            for sender in list(_senders)])
 
 
 @event.listens_for(Session, "after_commit")
 def _wake_senders(session: Session) -> None:
-    owed, bulk = session.info.pop(_OWED, None), session.info.pop(_BULK, None)
-    for sender in list(_senders) if (owed or bulk) else []:
-        if bulk:
-            sender.reconcile_soon()
-        sender.wake()
+    if session.info.pop(_OWED, None):
+        for sender in list(_senders):
+            sender.wake()
 
 
 @event.listens_for(Session, "after_rollback")
 def _forget(session: Session) -> None:
-    for key in (_TOUCHED, _OWED, _BULK):
+    for key in (_TOUCHED, _OWED):
         session.info.pop(key, None)
 
 
@@ -102,9 +102,12 @@ def owe(db: Session, students: set[tuple[int, str]], policy: str) -> int:
     """Set what each LMS activity of these (student, exercise) pairs should show; how many
     scores are now owed."""
     users = {u for u, _ in students}
+    # locked first (PostgreSQL), then computed: of two transactions grading one student at
+    # once, the second computes after the first committed, and so counts both
     rows = db.execute(select(LtiScore, LtiLink.exercise)
                       .join(LtiLink, LtiLink.id == LtiScore.link_id)
-                      .where(LtiScore.user_id.in_(users))).all()
+                      .where(LtiScore.user_id.in_(users))
+                      .with_for_update(of=LtiScore)).all()
     owed = 0
     for row, exercise in rows:
         if (row.user_id, exercise) in students:
@@ -113,8 +116,13 @@ def owe(db: Session, students: set[tuple[int, str]], policy: str) -> int:
 
 
 def _set_wanted(row: LtiScore, score: float | None) -> int:
+    """Owe ``score`` if it is news: a score other than the one already wanted (a failed one
+    stays failed until its score changes or an instructor retries), or one the LMS lacks."""
+    news = score != row.wanted or (row.state == "sent" and score != row.sent)
     row.wanted = score
-    if score is not None and score != row.sent and row.state != "pending":
+    if row.state == "pending" and score == row.sent:  # back to what the LMS has: nothing owed
+        row.state = "sent"
+    elif score is not None and news and score != row.sent:
         # updated_at: since when it is owed (a day of failed tries from there: given up)
         row.state, row.tries, row.next_try_at, row.last_error = "pending", 0, utcnow(), ""
         row.updated_at = utcnow()
@@ -143,14 +151,6 @@ def reconcile(db: Session, policy: str) -> int:
 
 
 # -- the sending ---------------------------------------------------------------------------
-
-class TimedSession(requests.Session):
-    """PyLTI1p3 sets no timeout: an LMS that never answers would hold the sender."""
-
-    def request(self, *args, **kwargs):
-        kwargs.setdefault("timeout", HTTP_TIMEOUT_S)
-        return super().request(*args, **kwargs)
-
 
 def grade_for(score: float, sub: str, at: datetime) -> Grade:
     return (Grade().set_score_given(score).set_score_maximum(SCORE_MAXIMUM)
@@ -191,7 +191,7 @@ class Sender:
         self._stop.set()
         self._wake.set()
         if self._thread:
-            self._thread.join(timeout=HTTP_TIMEOUT_S + 5)
+            self._thread.join(timeout=20)
 
     def wake(self) -> None:
         self._wake.set()
@@ -256,17 +256,15 @@ class Sender:
                 grade_for(wanted, sub, utcnow()))
         except (LtiServiceException, requests.RequestException) as exc:
             error, for_good = str(exc)[:1000], refused_for_good(exc)
-        except LtiException as exc:
+        except (LtiException, Unregistrable) as exc:  # no line item, no key: an admin acts
             error, for_good = str(exc)[:1000], True
         with self.sessions.begin() as db:
-            if not error:  # sent: unless the score changed meanwhile (then it is sent next)
-                db.execute(update(LtiScore).where(LtiScore.id == score_id,
-                                                  LtiScore.wanted == wanted)
-                           .values(sent=wanted, state="sent", tries=0, last_error="",
-                                   updated_at=utcnow()))
-                db.execute(update(LtiScore).where(LtiScore.id == score_id,  # it changed: next
-                                                  LtiScore.state == "pending")
-                           .values(sent=wanted, next_try_at=utcnow(), updated_at=utcnow()))
+            if not error:  # the LMS has ``wanted`` now; owed still if it changed meanwhile
+                db.execute(update(LtiScore).where(LtiScore.id == score_id).values(
+                    sent=wanted, tries=0, last_error="", next_try_at=utcnow(),
+                    updated_at=utcnow(),
+                    state=case((LtiScore.wanted == wanted, "sent"),
+                               (LtiScore.wanted.is_(None), "sent"), else_="pending")))
                 log.info("score %s sent to %s for %s", wanted, platform.issuer, sub)
                 return
             give_up = for_good or utcnow() - as_utc(since) > GIVE_UP_AFTER

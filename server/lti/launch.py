@@ -28,8 +28,11 @@ CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 DL_CLAIM = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
-# LIS roles that teach (context or institution roles, and their TeachingAssistant sub-role)
+# LIS context (course membership) roles that teach, and TeachingAssistant, a sub-role of
+# Instructor. Institution and system roles do not count: Canvas sends its account's
+# instructors theirs in every course, where they may be learners
 TEACHING = ("Instructor", "TeachingAssistant", "Administrator")
+CONTEXT_ROLE = "http://purl.imsglobal.org/vocab/lis/v2/membership"
 
 
 class Refused(Exception):
@@ -59,10 +62,15 @@ class LaunchFacts:
 
 
 def teaching(roles: list[str]) -> bool:
-    """Instructor, TeachingAssistant or Administrator, in any of LIS's role vocabularies
-    (``…/membership#Instructor``, ``…/membership/Instructor#TeachingAssistant``,
-    ``…/institution/person#Administrator``, or the short ``Instructor``)."""
-    return any(re.split(r"[#/]", role)[-1] in TEACHING for role in roles)
+    """Instructor, TeachingAssistant or Administrator of this course: a context role
+    (``…/membership#Instructor``, ``…/membership/Instructor#TeachingAssistant``, or a simple
+    name, ``Instructor``, which LTI reads as a context role)."""
+    for role in roles:
+        if "://" in role and not role.startswith(CONTEXT_ROLE):
+            continue  # an institution or system role
+        if re.split(r"[#/]", role)[-1] in TEACHING:
+            return True
+    return False
 
 
 def why(exc: Exception) -> str:
@@ -82,12 +90,18 @@ def why(exc: Exception) -> str:
             return words
     if "Signature has expired" in text:
         return "the launch has expired: start it again from your course"
+    if "not yet valid" in text:
+        return ("the launch was issued in the future by this server's clock: one of the two "
+                "clocks is off (start it again, and tell the operator)")
     if "Signature verification failed" in text or "Can't decode id_token" in text:
         return "the launch's signature does not verify against the LMS's keys"
     return text
 
 
 def check_audience(body: dict, client_id: str) -> None:
+    """``aud`` holds ``client_id`` (PyLTI1p3 takes the client id from ``aud``'s first, and
+    its registration must exist), ``azp`` is it where there is one and where ``aud`` names
+    others too, and the times are there."""
     aud = body.get("aud")
     audiences = aud if isinstance(aud, list) else [aud]
     if client_id not in audiences:
@@ -106,6 +120,8 @@ def validated(launch, db: Session) -> LaunchFacts:
         body = launch.get_launch_data()  # validates on first use
     except (LtiException, OIDCException) as exc:
         raise Refused(why(exc)) from exc
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:  # JSON, but no claims
+        raise Refused("the launch's token is not an LTI message") from exc
     client_id = launch.get_client_id()
     check_audience(body, client_id)
     platform = find(db, body["iss"], client_id)

@@ -3,6 +3,7 @@ URLs), and PyLTI1p3's view of them: a ToolConf read from the database, with our 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -32,16 +33,24 @@ class PlatformFields:
     frame_origins: tuple[str, ...] = ()
 
 
+HOST = re.compile(r"[A-Za-z0-9.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
+
+
 def origin_of(url: str) -> str:
-    parts = urlsplit(url)
+    """``scheme://host[:port]`` of an http(s) URL; Unregistrable for anything else (it goes
+    into a Content-Security-Policy header: nothing but a host may)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("https", "http") or not HOST.fullmatch(parts.netloc or ""):
+        raise Unregistrable(f"{url!r} is no http(s) address")
     return f"{parts.scheme}://{parts.netloc}"
 
 
 def _url(name: str, value: str) -> str:
     value = value.strip()
-    parts = urlsplit(value)
-    if parts.scheme not in ("https", "http") or not parts.netloc:
-        raise Unregistrable(f"{name} must be a full http(s) URL, not {value!r}")
+    try:
+        origin_of(value)
+    except Unregistrable:
+        raise Unregistrable(f"{name} must be a full http(s) URL, not {value!r}") from None
     return value
 
 
@@ -65,6 +74,9 @@ def register(db: Session, fields: PlatformFields) -> LtiPlatform:
     platform.auth_token_url = _url("the token URL", fields.auth_token_url)
     platform.key_set_url = _url("the keyset (JWKS) URL", fields.key_set_url)
     platform.frame_origins = frames or ([origin_of(issuer)] if "://" in issuer else [])
+    if not platform.frame_origins:
+        raise Unregistrable("the issuer is no web address: give the LMS's address as a frame "
+                            "origin")
     return platform
 
 

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 
 from ..core.settings import Settings
 from ..domain.lti_records import LtiLink, LtiPlatform
-from .grades import TimedSession, follow
+from .adapter import TimedSession
+from .grades import follow
 from .launch import teaching, user_for
 from .registry import registration_of
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 
+import jwt
+
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
@@ -25,12 +27,12 @@ from ..domain.lti_records import LtiPlatform
 from ..domain.models import User
 from ..lti import deep_linking, keys
 from ..lti.adapter import Launch, Login, LtiRequest, forget_expired
-from ..lti.entry import new_entry, use_entry
+from ..lti.entry import new_entry, peek_entry, use_entry
 from ..lti.grades import follow
 from ..lti.launch import LaunchFacts, Refused, link_for, user_for, validated
-from ..lti.registry import DatabaseToolConf, origin_of
+from ..lti.registry import DatabaseToolConf, find, origin_of
 from .guards import own_path
-from .render import templates
+from .render import render, templates
 
 log = logging.getLogger("server.lti")
 router = APIRouter(include_in_schema=False)
@@ -70,6 +72,20 @@ def _page(request: Request, frame_origins: list[str], status_code: int = 200,
     return response
 
 
+def claimed_platform(db: Session, params: dict[str, str]) -> LtiPlatform | None:
+    """The registration a request names (a login's ``iss``/``client_id``, a launch token's
+    ``iss``/``aud``, unverified): only to let that LMS frame the page that refuses it."""
+    iss, client_id = params.get("iss", ""), params.get("client_id")
+    if params.get("id_token"):
+        try:
+            body = jwt.decode(params["id_token"], options={"verify_signature": False})
+            aud = body.get("aud")
+            iss, client_id = str(body.get("iss", "")), aud[0] if isinstance(aud, list) else aud
+        except (jwt.InvalidTokenError, AttributeError, IndexError, TypeError):
+            return None
+    return find(db, iss, client_id) if iss else None
+
+
 def _refused(request: Request, reason: str, platform: LtiPlatform | None = None,
              status_code: int = 400) -> HTMLResponse:
     log.warning("LTI launch refused from %s: %s", request.client.host if request.client else "?",
@@ -106,7 +122,8 @@ def _login(request: Request, params: dict[str, str]):
             db.commit()
             return response
         except (OIDCException, LtiException, ValueError) as exc:
-            return _refused(request, f"the LMS's sign-in request was not accepted: {exc}")
+            return _refused(request, f"the LMS's sign-in request was not accepted: {exc}",
+                            claimed_platform(db, params))
 
 
 @router.post("/lti/launch")
@@ -125,7 +142,7 @@ def _launch(request: Request, params: dict[str, str]):
             facts = validated(message, db)
         except Refused as exc:
             db.commit()  # a nonce it used stays used
-            return _refused(request, str(exc))
+            return _refused(request, str(exc), claimed_platform(db, params))
         if facts.message_type == DEEP_LINKING:
             if not facts.teaches:
                 db.commit()
@@ -188,9 +205,24 @@ def deep_link(request: Request, launch: str = Form(""), exercise: str = Form("")
     return response
 
 
-@router.get("/lti/enter/{code}")
-def enter(request: Request, code: str, db: Session = Depends(get_db, scope="function")):
-    """The new tab: a live code signs this browser in (first-party) and goes on."""
+@router.get("/lti/enter/{code}", response_class=HTMLResponse)
+def enter_page(request: Request, code: str, db: Session = Depends(get_db, scope="function")):
+    """The new tab: whose link it is, and a button to go on as them. A GET signs no one in:
+    a link someone else sent would sign this browser in as them, and this browser's work
+    would then be theirs (login CSRF)."""
+    entry = peek_entry(db, code)
+    user = db.get(User, entry["user_id"]) if entry else None
+    if user is None:
+        return RedirectResponse("/signin?expired_link=1", status_code=303)
+    return render(request, "lti_enter.html", None, code=code, who=user.display_name)
+
+
+@router.post("/lti/enter")
+def enter(request: Request, code: str = Form(""),
+          db: Session = Depends(get_db, scope="function")):
+    """The button: a live code (spent here) signs this browser in, first-party, and goes on."""
+    if not csrf.same_origin(request):
+        return RedirectResponse("/signin?expired_link=1", status_code=303)
     entry = use_entry(db, code)
     user = db.get(User, entry["user_id"]) if entry else None
     if user is None:

@@ -26,10 +26,14 @@ def home():
 
 @router.get("/signin", response_class=HTMLResponse)
 def signin_page(request: Request, next: str = "", signed_out: str = "",
-                user: User | None = Depends(viewer)):
-    # after signing out, the page says so (it looked as if nothing had happened)
-    return render(request, "signin.html", user, next=own_path(next, ""),
-                  notice="You are signed out." if signed_out and user is None else "")
+                expired_link: str = "", user: User | None = Depends(viewer)):
+    # after signing out, the page says so (it looked as if nothing had happened); a link
+    # from an LMS's frame that was used or too old (server/lti/entry.py) says what to do
+    notice = "You are signed out." if signed_out and user is None else ""
+    if expired_link:
+        notice = ("That link from your course was used already or is too old: open the "
+                  "activity in your course again for a new one.")
+    return render(request, "signin.html", user, next=own_path(next, ""), notice=notice)
 
 
 @router.post("/signin", dependencies=[Depends(csrf.check_form)])
