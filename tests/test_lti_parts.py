@@ -75,8 +75,9 @@ def test_a_token_for_another_audience_is_refused(body, words):
 
 
 @pytest.fixture
-def db(tmp_path):
-    engine = make_engine(f"sqlite:///{tmp_path / 'db'}")
+def db(database_url):
+    """A session on a migrated database: SQLite, then PostgreSQL (tests/conftest.py)."""
+    engine = make_engine(database_url)
     upgrade(engine)
     with make_sessionmaker(engine)() as session:
         yield session
@@ -172,7 +173,7 @@ def test_what_is_tried_again_and_how_soon():
     assert not refused_for_good(ConnectionError("the LMS is down"))
 
 
-def test_one_score_is_sent_by_one_server_process(tmp_path, db):
+def test_one_score_is_sent_by_one_server_process(db):
     """Each server process runs a sender: a score due is claimed by one of them only."""
     from sqlalchemy import select
 
@@ -216,3 +217,44 @@ def test_a_clock_ahead_is_said_as_such():
     assert "clocks is off" in why(Exception("Can't decode id_token: The token is not yet "
                                             "valid (iat)"))
     assert "expired" in why(Exception("Can't decode id_token: Signature has expired"))
+
+
+def test_a_grading_that_changes_a_score_owes_it_in_its_own_transaction(db):
+    """The commit that stores a grade also sets what each of the student's LMS activities
+    should show (stored before sent): on SQLite and on PostgreSQL (its row lock)."""
+    from server.domain.lti_records import LtiLink, LtiScore
+    from server.domain.models import Status, Submission
+    from server.lti.grades import follow
+    platform = registry.register(db, _fields())
+    student = User(username="st", display_name="St", role=Role.STUDENT, token_hash="t" * 64)
+    db.add(student)
+    db.flush()
+    link = LtiLink(platform_id=platform.id, deployment_id="1:abc", resource_link_id="rl",
+                   exercise="safe_softmax")
+    db.add(link)
+    db.flush()
+    row = follow(db, link, student.id, "lms-sub", "on_time_first")
+    db.commit()
+    assert row.state == "sent" and row.wanted is None  # nothing scored: nothing owed
+
+    def graded(score):
+        s = Submission(user_id=student.id, exercise="safe_softmax", language="triton",
+                       filename="solution.py", source="x", status=Status.RUNNING, attempts=1)
+        db.add(s)
+        db.commit()
+        s.status, s.verdict, s.score = Status.GRADED, "passed", score  # what store() does
+        db.commit()
+        return s
+
+    graded(60.0)
+    db.expire_all()
+    row = db.get(LtiScore, row.id)
+    assert (row.wanted, row.state) == (60.0, "pending")
+    row.state, row.sent = "sent", 60.0  # the sender's part
+    db.commit()
+    graded(40.0)  # worse: the best still counts, nothing owed
+    db.expire_all()
+    assert (db.get(LtiScore, row.id).wanted, db.get(LtiScore, row.id).state) == (60.0, "sent")
+    graded(95.0)
+    db.expire_all()
+    assert (db.get(LtiScore, row.id).wanted, db.get(LtiScore, row.id).state) == (95.0, "pending")
