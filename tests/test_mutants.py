@@ -172,11 +172,15 @@ def test_kernels_written_from_scratch_are_whole_files_the_selftest_grades():
         "safe_softmax/from_scratch/stats_then_normalize.py",
         "safe_softmax/from_scratch/torch_softmax_inside.py",
         "safe_softmax/from_scratch/triton_op_library.py",
+        "safe_softmax/from_scratch/tutorial_four_stages.py",
         "safe_softmax/from_scratch/tutorial_persistent.py"]
     assert all(c.mutant is None and c.why for c in cases)
     by_name = {c.path.name: c.expect for c in cases}
     # issue 23: the designs students copy get the verdict their design earns
     assert by_name["tutorial_persistent.py"] == ("long_rows", "(only)")
+    # issue 41: the tutorial as it is, judged alike on the CPU and the H200
+    assert by_name["tutorial_four_stages.py"] == ("poisoned_row", "long_rows", "tiny_rows",
+                                                  "(only)")
     assert by_name["raises_on_long_rows.py"] == ("long_rows", "(only)")
     assert by_name["numpy_round_trip.py"] == ("rejected",)
     assert by_name["boolean_mask.py"] == ("additive_bias", "(only)")

@@ -78,6 +78,11 @@ def take_too_wide() -> bool:
     return too_wide
 
 
+def pending_refusal() -> Refusal | None:
+    """The refusal recorded and not yet taken, left in place."""
+    return getattr(_state, "refusal", None)
+
+
 def take_refusal() -> Refusal | None:
     """The refusal recorded since the last call to this, if any."""
     refusal = getattr(_state, "refusal", None)

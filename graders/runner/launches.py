@@ -25,11 +25,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from graders.runner import blocks, guard, kernel_facts
+from graders.runner import blocks, gpu_figures, guard, kernel_facts
 
-# What ``InterpretedKernel`` reports where a compiled kernel reports its resources: an
-# occupancy computed from them (the tutorial's) comes out finite and positive. The
-# interpreter has neither registers nor shared memory; these are placeholders.
+# What ``InterpretedKernel`` reports where no GPU compile could be made here (see
+# graders.runner.gpu_figures, which gives the GPU's own figures): an occupancy computed from
+# them (the tutorial's) comes out finite and positive.
 STAND_IN_REGS = 32
 STAND_IN_SHARED_BYTES = 1024
 
@@ -137,23 +137,28 @@ def _count_graph_replays() -> None:
 class InterpretedKernel:
     """What ``warmup()`` returns under the interpreter: a handle shaped like Triton's
     ``CompiledKernel`` (``_init_handles``, ``n_regs``, ``metadata.shared``,
-    ``handle[grid](*args)``) that launches through the interpreter. The arguments a
-    launch leaves out (constexprs given by name to ``warmup``) are taken from warmup's."""
+    ``handle[grid](*args)``) that launches through the interpreter. Its figures are the
+    GPU compile's (graders.runner.gpu_figures), and ``_init_handles`` refuses what the
+    GPU's refuses; the arguments a launch leaves out (constexprs given by name to
+    ``warmup``) are taken from warmup's."""
 
-    n_regs = STAND_IN_REGS
-    n_spills = 0
-    n_max_threads = 1024
-
-    def __init__(self, fn, kwargs: dict[str, Any]):
+    def __init__(self, fn, kwargs: dict[str, Any], figures: gpu_figures.Figures | None = None):
         self.fn = fn
         self.name = fn.__name__
+        self.figures = figures
         self.defaults = {k: v for k, v in kwargs.items() if k in fn.arg_names}
+        self.n_regs = figures.n_regs if figures else STAND_IN_REGS
+        self.n_spills = figures.n_spills if figures else 0
+        self.n_max_threads = figures.n_max_threads if figures else 1024
         self.metadata = SimpleNamespace(
-            name=self.name, num_warps=kwargs.get("num_warps", 4),
-            num_stages=kwargs.get("num_stages", 3), num_ctas=1, shared=STAND_IN_SHARED_BYTES)
+            name=self.name,
+            num_warps=figures.num_warps if figures else kwargs.get("num_warps", 4),
+            num_stages=figures.num_stages if figures else kwargs.get("num_stages", 3),
+            num_ctas=1, shared=figures.shared if figures else STAND_IN_SHARED_BYTES)
 
     def _init_handles(self) -> None:
-        """Nothing to load under the interpreter."""
+        """Nothing to load under the interpreter: what the GPU's loading refuses, refused."""
+        gpu_figures.check(self.figures)
 
     def __getitem__(self, grid):
         def runner(*args, stream=None):
@@ -181,15 +186,33 @@ def _interpreter() -> None:
         executor.__call__ = __call__
 
     def warmup(self, *args, grid=None, **kwargs):
-        return InterpretedKernel(self, kwargs)
+        return InterpretedKernel(self, kwargs, gpu_figures.figures(self, args, kwargs))
 
     interpreter.InterpretedFunction.warmup = warmup
+    _refuse_what_the_gpu_refuses(interpreter.InterpretedFunction)
 
     from triton.runtime import driver
 
     from graders.runner.interpreter_driver import InterpreterDriver
 
     driver.set_active(InterpreterDriver())
+
+
+def _refuse_what_the_gpu_refuses(cls) -> None:
+    """Each interpreted launch is compiled for the GPU first, and fails where the GPU's
+    launch fails (out of shared memory, out of threads for its registers)."""
+    original = cls.run
+    if getattr(original, "_graders_gpu_checked", False):
+        return
+
+    def run(self, *args, grid, warmup, _original=original, **kwargs):
+        if not warmup:  # shared memory, from a compile that serves every row length
+            gpu_figures.check(gpu_figures.figures(self, args, kwargs, exact=False),
+                              threads=False)
+        return _original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    run._graders_gpu_checked = True
+    cls.run = run
 
 
 def install(device: str) -> None:

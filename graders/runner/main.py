@@ -81,11 +81,13 @@ class Runner:
             raise RuntimeError("--device cuda, but torch sees no CUDA device")
         import triton
 
-        from graders.runner import blocks, guard, launches, progress
+        from graders.runner import blocks, gpu_figures, guard, launches, progress
 
         launches.install(self.device)
         guard.install_off_device_refusals()
         blocks.install()
+        if self.device == "cpu":  # the language as compiles need it, before any interpreting
+            gpu_figures.install()
         if self.device == "cuda":
             progress.install_compile_hooks()
         self.blocks = blocks

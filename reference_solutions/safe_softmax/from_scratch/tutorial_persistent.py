@@ -5,9 +5,9 @@
 #
 # Written from scratch, not from the reference: the design of Triton's fused-softmax
 # tutorial (persistent programs, a compiled handle launched directly, one block per row),
-# with 2 pipeline stages where the tutorial takes 4 on large-shared-memory GPUs (see
-# softmax(): with 4, the H200 also fails poisoned_row's 32768-column rows, out of shared
-# memory, which the CPU cannot see).
+# with 2 pipeline stages where the tutorial takes 4 on large-shared-memory GPUs (with 4, the
+# H200 and the CPU also fail poisoned_row's 32768-column rows, out of shared memory:
+# tutorial_four_stages.py).
 """Safe softmax in the style of Triton's fused-softmax tutorial: persistent programs.
 
 The host code compiles the kernel once with ``warmup()`` (without launching it), reads how
@@ -60,8 +60,8 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     num_warps = 8
     # The tutorial pipelines 4 rows ahead where shared memory exceeds 200 KB: on an H200
     # that asks 393,248 bytes of shared memory for a 32768-column block (3 rows in flight),
-    # over the 232,448 it has, and the launch raises OutOfResources (a GPU limit the CPU
-    # interpreter cannot see). 2 stages hold one row in flight, which fits up to 32768.
+    # over the 232,448 it has, and the launch raises OutOfResources (on the CPU too: it
+    # compiles each launch for the GPU). 2 stages hold one row in flight, which fits.
     num_stages = 2
     y = torch.empty_like(x)
     # compile (no launch) to learn the kernel's registers and shared memory
