@@ -27,7 +27,7 @@ import requests
 
 from conftest import REPO, mutant_file
 from lti_platform import INSTRUCTOR, LEARNER, Platform, Served, new_key
-from services import free_port
+from services import free_port, until
 
 ADMIN = "lti-admin-token-0123456789"
 SOLUTION = REPO / "reference_solutions/safe_softmax/solution.py"
@@ -119,15 +119,6 @@ def enter(tool: str, page: str) -> requests.Session:
     return browser
 
 
-def _wait(predicate, timeout_s=120, what="it"):
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"{what} did not happen in {timeout_s} s")
-
 
 def _csrf(page: str) -> str:
     return re.search(r'name="csrf" value="([^"]+)"', page).group(1)
@@ -181,28 +172,31 @@ def test_a_learner_lands_signed_in_and_scores_reach_the_lms(lms, activity):
         r = requests.post(f"{tool}/api/submissions", headers=headers, timeout=30, json={
             "exercise": "safe_softmax", "language": "triton", "source": path.read_text()})
         sid = r.json()["id"]
-        return _wait(lambda: (s := requests.get(f"{tool}/api/submissions/{sid}",
-                                                headers=headers).json())["status"] == "graded"
-                     and s, 300, f"grading {sid}")
+
+        def seen():
+            return requests.get(f"{tool}/api/submissions/{sid}", headers=headers).json()
+        assert until(lambda: seen()["status"] == "graded", 300), f"grading {sid}"
+        return seen()
 
     def scores_sent():
         return [score for item, score in platform.scores if item == "li-1"]
 
     wrong = graded(mutant_file("safe_softmax", "naive_unsafe_exp"))
-    first = _wait(lambda: scores_sent(), 60, "the first score's push")
+    assert until(scores_sent, 60), "the first score's push"
+    first = scores_sent()
     assert first[-1]["scoreGiven"] == wrong["score"] and first[-1]["userId"] == "stud-7"
     assert first[-1]["activityProgress"] == "Completed"
     assert first[-1]["gradingProgress"] == "FullyGraded" and first[-1]["scoreMaximum"] == 100
     right = graded(SOLUTION)
     assert right["score"] > wrong["score"]
-    _wait(lambda: scores_sent()[-1]["scoreGiven"] == right["score"], 60, "the better score")
+    assert until(lambda: scores_sent()[-1]["scoreGiven"] == right["score"], 60), "better score"
     count = len(scores_sent())
 
     # a regrade that changes nothing sends nothing again
     admin = {"Authorization": f"Bearer {ADMIN}"}
     requests.post(f"{tool}/api/admin/regrade", headers=admin, json={"exercise": "safe_softmax"})
-    _wait(lambda: all(s["status"] == "graded" and not s["regrading"] for s in requests.get(
-        f"{tool}/api/submissions", headers=headers).json()["submissions"]), 300, "the regrade")
+    assert until(lambda: all(s["status"] == "graded" and not s["regrading"] for s in requests.get(
+        f"{tool}/api/submissions", headers=headers).json()["submissions"]), 300), "the regrade"
     time.sleep(3)  # a sender round or more
     assert len(scores_sent()) == count, scores_sent()[count:]
 
@@ -212,10 +206,10 @@ def test_a_learner_lands_signed_in_and_scores_reach_the_lms(lms, activity):
     r = requests.post(f"{tool}/api/admin/submissions/{right['id']}/flag", headers=admin,
                       json={"flag": "invalidated"})
     assert r.status_code == 200
-    _wait(lambda: "not taken by" in log.read_text(), 60, "a failed push")
+    assert until(lambda: "not taken by" in log.read_text(), 60), "a failed push"
     served.start()
-    _wait(lambda: scores_sent()[-1]["scoreGiven"] == wrong["score"] and len(scores_sent())
-          == count + 1, 90, "the owed score after the LMS came back")
+    assert until(lambda: scores_sent()[-1]["scoreGiven"] == wrong["score"]
+                 and len(scores_sent()) == count + 1, 90), "the owed score once the LMS is back"
     time.sleep(3)
     assert len(scores_sent()) == count + 1, "sent once"
 

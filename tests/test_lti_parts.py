@@ -173,20 +173,26 @@ def test_what_is_tried_again_and_how_soon():
     assert not refused_for_good(ConnectionError("the LMS is down"))
 
 
+def _student_and_activity(db):
+    """A registered LMS, a student, and one safe_softmax activity of that LMS's."""
+    from server.domain.lti_records import LtiLink
+    platform = registry.register(db, _fields())
+    db.flush()  # the platform's id, for its activity
+    student = User(username="st", display_name="St", role=Role.STUDENT, token_hash="t" * 64)
+    link = LtiLink(platform_id=platform.id, deployment_id="1:abc", resource_link_id="rl",
+                   exercise="safe_softmax")
+    db.add_all([student, link])
+    db.flush()
+    return student, link
+
+
 def test_one_score_is_sent_by_one_server_process(db):
     """Each server process runs a sender: a score due is claimed by one of them only."""
     from sqlalchemy import select
 
-    from server.domain.lti_records import LtiLink, LtiScore
+    from server.domain.lti_records import LtiScore
     from server.lti.grades import Sender
-    platform = registry.register(db, _fields())
-    user = User(username="s", display_name="S", role=Role.STUDENT, token_hash="s" * 64)
-    db.add(user)
-    db.flush()
-    link = LtiLink(platform_id=platform.id, deployment_id="1:abc", resource_link_id="rl",
-                   exercise="safe_softmax")
-    db.add(link)
-    db.flush()
+    user, link = _student_and_activity(db)
     db.add(LtiScore(link_id=link.id, user_id=user.id, sub="s", wanted=50.0, state="pending",
                     tries=0, next_try_at=NOW, last_error=""))
     db.commit()
@@ -222,17 +228,10 @@ def test_a_clock_ahead_is_said_as_such():
 def test_a_grading_that_changes_a_score_owes_it_in_its_own_transaction(db):
     """The commit that stores a grade also sets what each of the student's LMS activities
     should show (stored before sent): on SQLite and on PostgreSQL (its row lock)."""
-    from server.domain.lti_records import LtiLink, LtiScore
+    from server.domain.lti_records import LtiScore
     from server.domain.models import Status, Submission
     from server.lti.grades import follow
-    platform = registry.register(db, _fields())
-    student = User(username="st", display_name="St", role=Role.STUDENT, token_hash="t" * 64)
-    db.add(student)
-    db.flush()
-    link = LtiLink(platform_id=platform.id, deployment_id="1:abc", resource_link_id="rl",
-                   exercise="safe_softmax")
-    db.add(link)
-    db.flush()
+    student, link = _student_and_activity(db)
     row = follow(db, link, student.id, "lms-sub", "on_time_first")
     db.commit()
     assert row.state == "sent" and row.wanted is None  # nothing scored: nothing owed

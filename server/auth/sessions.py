@@ -62,6 +62,15 @@ def start_session(db: Session, user: User, lifetime: timedelta) -> str:
     return token
 
 
+def set_session_cookie(response, request: Request, session_token: str) -> None:
+    """The browser's session cookie: HttpOnly, SameSite=Lax, Secure over https, lasting
+    the session's lifetime. Every sign-in sets it here (a token, an LMS's entry link, a
+    new API token)."""
+    response.set_cookie(COOKIE, session_token, httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https",
+                        max_age=int(session_lifetime(request).total_seconds()))
+
+
 def end_sessions_of(db: Session, user_ids: list[int]) -> None:
     """Every browser session of users whose token changed (they would not count anyway:
     this keeps the table small). The caller commits."""

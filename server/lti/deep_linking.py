@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
 
 from pylti1p3.deep_link import DeepLink
 from pylti1p3.deep_link_resource import DeepLinkResource
 from pylti1p3.lineitem import LineItem
-from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
-from ..core.clock import as_utc, utcnow
 from ..core.settings import Settings
-from ..domain.lti_records import LtiKv, LtiPlatform
+from ..domain.lti_records import LtiPlatform
+from . import once
 from .grades import SCORE_MAXIMUM
 from .launch import LaunchFacts, Refused
 from .registry import Unregistrable, origin_of, registration_of
@@ -43,28 +41,27 @@ def remember_request(db: Session, facts: LaunchFacts) -> str:
     except Unregistrable:
         raise Refused("the LMS's deep-linking request names no return address") from None
     key = secrets.token_urlsafe(32)
-    db.add(LtiKv(key=_PREFIX + key, expires_at=utcnow() + timedelta(seconds=PICK_S),
-                 value={"platform_id": facts.platform.id, "deployment_id": facts.deployment_id,
-                        "settings": facts.deep_linking}))
+    once.put(db, _PREFIX + key, {"platform_id": facts.platform.id,
+                                 "deployment_id": facts.deployment_id,
+                                 "settings": facts.deep_linking}, PICK_S)
     return key
 
 
 def answer(db: Session, settings: Settings, key: str, exercise: str, title: str,
            launch_url: str) -> Answer:
     """The signed answer to a remembered request (spent here), for ``exercise``."""
-    row = db.get(LtiKv, _PREFIX + (key or ""))
-    spent = db.execute(delete(LtiKv).where(LtiKv.key == _PREFIX + (key or ""))).rowcount == 1
-    if row is None or not spent or as_utc(row.expires_at) <= utcnow():
+    request = once.take(db, _PREFIX + (key or ""))
+    if request is None:
         raise Refused("this choice was made already, or it waited too long: add the "
                       "activity again from your course")
-    platform = db.get(LtiPlatform, row.value["platform_id"])
+    platform = db.get(LtiPlatform, request["platform_id"])
     if platform is None:
         raise Refused("this LMS is no longer registered here")
-    link_settings = row.value["settings"]
+    link_settings = request["settings"]
     resource = (DeepLinkResource().set_url(launch_url).set_title(title)
                 .set_custom_params({"exercise": exercise})
                 .set_lineitem(LineItem().set_score_maximum(SCORE_MAXIMUM).set_label(title)
                               .set_tag(exercise)))
-    jwt = DeepLink(registration_of(platform, settings), row.value["deployment_id"],
+    jwt = DeepLink(registration_of(platform, settings), request["deployment_id"],
                    link_settings).get_response_jwt([resource])
     return Answer(link_settings["deep_link_return_url"], jwt, platform.frame_origins)

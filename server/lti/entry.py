@@ -12,14 +12,11 @@ let anyone's link sign a browser in as them.
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
 
-from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from ..auth.tokens import hash_token
-from ..core.clock import as_utc, utcnow
-from ..domain.lti_records import LtiKv
+from . import once
 
 ENTRY_S = 120
 _PREFIX = "entry-"
@@ -28,23 +25,15 @@ _PREFIX = "entry-"
 def new_entry(db: Session, user_id: int, next_path: str) -> str:
     """A code for ``user_id`` to enter at ``next_path``; the caller commits."""
     code = secrets.token_urlsafe(32)
-    db.add(LtiKv(key=_PREFIX + hash_token(code), value={"user_id": user_id, "next": next_path},
-                 expires_at=utcnow() + timedelta(seconds=ENTRY_S)))
+    once.put(db, _PREFIX + hash_token(code), {"user_id": user_id, "next": next_path}, ENTRY_S)
     return code
 
 
 def peek_entry(db: Session, code: str) -> dict | None:
     """What a live code stands for, without spending it (the page that asks to go on)."""
-    row = db.get(LtiKv, _PREFIX + hash_token(code or ""))
-    return row.value if row is not None and as_utc(row.expires_at) > utcnow() else None
+    return once.peek(db, _PREFIX + hash_token(code or ""))
 
 
 def use_entry(db: Session, code: str) -> dict | None:
     """What a code stands for, if it is live and unused; it is spent either way."""
-    key = _PREFIX + hash_token(code or "")
-    row = db.get(LtiKv, key)
-    if row is None:
-        return None
-    live = as_utc(row.expires_at) > utcnow()
-    gone = db.execute(delete(LtiKv).where(LtiKv.key == key)).rowcount == 1
-    return row.value if live and gone else None
+    return once.take(db, _PREFIX + hash_token(code or ""))

@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 
 from ..auth import csrf
 from ..auth.deps import get_db
-from ..auth.sessions import COOKIE, end_sessions_of, session_lifetime, start_session
+from ..auth.sessions import (COOKIE, end_sessions_of, session_lifetime, set_session_cookie,
+                             start_session)
 from ..auth.tokens import hash_token, new_token
 from ..domain.models import User
 from .guards import signed_in
@@ -27,11 +28,8 @@ def new_api_token(request: Request, user: User = Depends(signed_in),
     user.token_hash = hash_token(token)
     end_sessions_of(db, [user.id])
     db.flush()
-    lifetime = session_lifetime(request)
-    session = start_session(db, user, lifetime)  # commits
+    session = start_session(db, user, session_lifetime(request))  # commits
     request.cookies[COOKIE] = session  # this page's forms are this new session's
     response = render(request, "api_token.html", user, token=token)
-    response.set_cookie(COOKIE, session, httponly=True, samesite="lax",
-                        secure=request.url.scheme == "https",
-                        max_age=int(lifetime.total_seconds()))
+    set_session_cookie(response, request, session)
     return response

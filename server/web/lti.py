@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from ..auth import csrf
 from ..auth.deps import get_db
-from ..auth.sessions import COOKIE, session_lifetime, start_session
+from ..auth.sessions import session_lifetime, set_session_cookie, start_session
 from ..core.security_headers import POLICY
 from ..domain.lti_records import LtiPlatform
 from ..domain.models import User
@@ -42,14 +42,14 @@ RESOURCE_LINK = "LtiResourceLinkRequest"
 DEEP_LINKING = "LtiDeepLinkingRequest"
 
 
-def _base(request: Request) -> str:
+def tool_base(request: Request) -> str:
     public = request.app.state.settings.public_url
     return (public or str(request.base_url)).rstrip("/")
 
 
 def _secure(request: Request) -> bool:
     """Whether the browser reached us where it keeps Secure cookies."""
-    return _base(request).startswith("https://") or request.url.hostname in LOCAL_HOSTS
+    return tool_base(request).startswith("https://") or request.url.hostname in LOCAL_HOSTS
 
 
 def framed_policy(frame_origins: list[str], form_targets: tuple[str, ...] = ()) -> str:
@@ -117,7 +117,7 @@ def _login(request: Request, params: dict[str, str]):
         try:
             conf = DatabaseToolConf(db, request.app.state.settings)
             response = Login(_lti_request(request, params), conf, db).redirect(
-                _base(request) + "/lti/launch")
+                tool_base(request) + "/lti/launch")
             forget_expired(db)
             db.commit()
             return response
@@ -193,7 +193,7 @@ def deep_link(request: Request, launch: str = Form(""), exercise: str = Form("")
         return _refused(request, f"there is no exercise {exercise!r}", status_code=422)
     try:
         done = deep_linking.answer(db, request.app.state.settings, launch, exercise,
-                                   exercises[exercise].title, _base(request) + "/lti/launch")
+                                   exercises[exercise].title, tool_base(request) + "/lti/launch")
     except Refused as exc:
         db.commit()
         return _refused(request, str(exc))
@@ -228,11 +228,8 @@ def enter(request: Request, code: str = Form(""),
     if user is None:
         db.commit()
         return RedirectResponse("/signin?expired_link=1", status_code=303)
-    lifetime = session_lifetime(request)
     response = RedirectResponse(own_path(entry["next"]), status_code=303)
-    response.set_cookie(COOKIE, start_session(db, user, lifetime), httponly=True, samesite="lax",
-                        secure=request.url.scheme == "https",
-                        max_age=int(lifetime.total_seconds()))
+    set_session_cookie(response, request, start_session(db, user, session_lifetime(request)))
     return response
 
 

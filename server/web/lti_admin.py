@@ -18,6 +18,7 @@ from ..domain.models import User
 from ..lti import keys, registry, roster
 from ..lti.grades import retry_failed
 from .guards import instructor_page
+from .lti import tool_base
 from .render import render
 
 router = APIRouter(include_in_schema=False)
@@ -37,7 +38,7 @@ def tool_urls(base: str) -> dict[str, str]:
 
 def lti_view(request: Request, user: User, db: Session, status: int = 200,
              **extra) -> HTMLResponse:
-    base = (request.app.state.settings.public_url or str(request.base_url)).rstrip("/")
+    base = tool_base(request)
     courses = db.execute(select(LtiLink, LtiPlatform.issuer)
                          .join(LtiPlatform, LtiPlatform.id == LtiLink.platform_id)
                          .order_by(LtiLink.platform_id, LtiLink.context_title, LtiLink.id)).all()

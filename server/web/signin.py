@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 
 from ..auth import csrf
 from ..auth.deps import get_db
-from ..auth.sessions import COOKIE, end_session, session_lifetime, start_session
+from ..auth.sessions import (COOKIE, end_session, session_lifetime, set_session_cookie,
+                             start_session)
 from ..auth.tokens import user_for_token
 from ..domain.models import User
 from .guards import own_path, viewer
@@ -44,10 +45,7 @@ def signin(request: Request, token: str = Form(""), next: str = Form(""),
         return render(request, "signin.html", None, 401, next=own_path(next, ""),
                       error="That token is not known. Ask your instructor for yours.")
     response = RedirectResponse(own_path(next), status_code=303)
-    lifetime = session_lifetime(request)
-    response.set_cookie(COOKIE, start_session(db, user, lifetime), httponly=True, samesite="lax",
-                        secure=request.url.scheme == "https",
-                        max_age=int(lifetime.total_seconds()))
+    set_session_cookie(response, request, start_session(db, user, session_lifetime(request)))
     return response
 
 
