@@ -106,6 +106,7 @@ def test_the_similarity_report_and_a_pair_side_by_side_at_1366_and_390(server, b
     import re
 
     import httpx
+    from playwright.sync_api import expect
     from test_similarity import COPY, ORIGINAL
     from test_web_ui import ADMIN
 
@@ -130,12 +131,15 @@ def test_the_similarity_report_and_a_pair_side_by_side_at_1366_and_390(server, b
     assert "100 %" in row.locator("[data-label='Similarity']").inner_text()
     shot(page, "similarity-report-1366")
     row.get_by_role("link", name="side by side").click()
-    assert page.locator("#first-source mark").count() >= 1
-    assert page.locator("#second-source mark").count() >= 1
+    # The click returns once the pair's URL commits, before its body is parsed: wait for it.
+    page.wait_for_url(re.compile(r"/pair/\d+/\d+$"))
+    page.wait_for_load_state()
+    expect(page.locator("#first-source mark").first).to_be_attached()
+    expect(page.locator("#second-source mark").first).to_be_attached()
     first, second = (page.locator(f"#{w}-source").bounding_box() for w in ("first", "second"))
     assert abs(first["y"] - second["y"]) < 2 and first["x"] < second["x"]  # side by side
     page.get_by_role("button", name="Flag both suspicious").click()
-    assert "now flagged suspicious" in page.locator("[role=status]").inner_text()
+    expect(page.locator("[role=status]")).to_contain_text("now flagged suspicious")
     assert f"{ids[0]} suspicious, {ids[1]} suspicious" in page.content()
     shot(page, "similarity-pair-1366")
 

@@ -24,6 +24,7 @@ SHOTS = REPO / "artifacts" / "screenshots"
 ADMIN = "web-admin-token-0123"
 
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 
 
 SERVER_LOGS: dict = {}  # a module's server (its base URL) -> its log file
@@ -177,7 +178,8 @@ def test_student_and_instructor_in_the_browser(server, browser, tmp_path):
     shot(student, "submission-failed")
 
     student.get_by_role("link", name="My submissions").click()
-    assert student.locator("main table tbody tr").count() == 2
+    # count() does not wait for the new page; expect() does
+    expect(student.locator("main table tbody tr")).to_have_count(2)
     shot(student, "my-submissions")
 
     # HIP: choosing it swaps in the HIP skeleton; without a GPU the verdict is `compiled`
