@@ -1,15 +1,36 @@
-// The submission editor: line numbers, and Tab that indents (Esc, then Tab, leaves it).
+// The submission editor: line numbers, and Tab that indents once the student has typed
+// in it (until then Tab moves on, as everywhere; after, Esc then Tab leaves it).
 (function () {
-  // A refused submission comes back with its reason, at #submit-error (the form's action
-  // names it, so the browser scrolls there and focuses it); reached any other way, the
-  // reason still takes the focus, so that on a phone it is on screen and read out.
+  // A refused submission comes back with its reason: it takes the focus, which scrolls it
+  // into view (on a phone the form is thousands of pixels down) and has it read out.
   const refused = document.getElementById("submit-error");
-  if (refused && location.hash !== "#submit-error") refused.focus();
+  if (refused) refused.focus();
+
+  // A chosen file is sent instead of the editor's code: say so, and offer the way back.
+  const file = document.getElementById("file");
+  const chosen = document.getElementById("file-chosen");
+  if (file && chosen) {
+    const said = chosen.querySelector("span");
+    const show = () => {
+      const name = file.files && file.files.length ? file.files[0].name : "";
+      chosen.hidden = !name;
+      said.textContent = name ? `Submit sends the file ${name}, not the code in the editor.` : "";
+    };
+    file.addEventListener("change", show);
+    document.getElementById("file-clear").addEventListener("click", () => {
+      file.value = "";
+      show();
+      file.focus();
+    });
+    show();  // a file kept by the browser's back button
+  }
 
   const area = document.getElementById("source");
   if (!area) return;
   const gutter = area.parentElement.querySelector(".gutter");
   let escaped = false;
+  let typed = false;  // Tab moves on until the student has edited the code here
+  area.addEventListener("input", () => { typed = true; });
   function numbers() {
     const n = area.value.split("\n").length;
     let text = "";
@@ -21,7 +42,7 @@
   area.addEventListener("scroll", () => { gutter.scrollTop = area.scrollTop; });
   area.addEventListener("keydown", (event) => {
     if (event.key === "Escape") { escaped = true; return; }
-    if (event.key === "Tab" && !escaped && !event.shiftKey) {
+    if (event.key === "Tab" && typed && !escaped && !event.shiftKey) {
       event.preventDefault();
       const start = area.selectionStart, end = area.selectionEnd;
       area.setRangeText("    ", start, end, "end");

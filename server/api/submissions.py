@@ -48,7 +48,8 @@ async def create_submission(request: Request, user: User = Depends(current_user)
     exercise, language, filename, raw = await _read_body(request)
     try:
         submission = accept_submission(db, request.app.state.settings, request.app.state.exercises,
-                                       user, exercise, language, filename, raw)
+                                       user, exercise, language, filename, raw,
+                                       uploaded=isinstance(raw, bytes))  # multipart: a file
     except Refused as refused:
         raise HTTPException(refused.status, refused.detail, headers=refused.headers) from None
     request.app.state.dispatcher.notify()

@@ -89,21 +89,24 @@ async def submit_page(name: str, request: Request, source: str = Form(""),
     exercise = exercise_or_error(request, name)
     raw: str | bytes = source
     filename = f"submission{ {'triton': '.py', 'hip': '.hip'}.get(language, '') }"
-    if file is not None and file.filename:
-        raw, filename = await file.read(), file.filename
+    uploaded = file is not None and bool(file.filename)
+    if uploaded:
+        # a chosen file is sent, not the editor's code (the form says so beside the picker)
+        raw, filename = await file.read(), PurePath(file.filename).name
         # an uploaded file says what it is: a .hip file is HIP whatever the picker was left
-        # on (issue 14: it was graded as Triton); a file of no known kind takes the picker's
+        # on (issue 14: it was graded as Triton); a file of no known kind is refused
         language = LANGUAGE_BY_SUFFIX.get(PurePath(filename).suffix.lower(), language)
     try:
         submission = accept_submission(db, request.app.state.settings,
                                        request.app.state.exercises, user, exercise.name,
-                                       language or None, filename, raw)
+                                       language or None, filename, raw, uploaded=uploaded)
     except Refused as refused:
-        # nothing the student wrote or chose is lost: an uploaded text file comes back in the
-        # editor, and a submission still being graded is linked
-        if isinstance(raw, bytes):
+        # nothing the student wrote or chose is lost: an uploaded source file comes back in
+        # the editor, and a submission still being graded is linked; a file that is not
+        # source (notes.txt, a notebook, a binary, an empty file) leaves the editor as it was
+        if uploaded and PurePath(filename).suffix.lower() in LANGUAGE_BY_SUFFIX:
             try:
-                source = raw.decode("utf-8")
+                source = raw.decode("utf-8") if raw.strip() else source
             except UnicodeDecodeError:
                 pass
         return _exercise_page(request, db, user, exercise, refused.status,
