@@ -28,8 +28,8 @@ NOT_SOURCE = [
 ]
 
 
-def _api_words(server, token, name, data) -> str:
-    r = httpx.post(f"{server}/api/submissions", timeout=30,
+def _api_words(base, token, name, data) -> str:
+    r = httpx.post(f"{base}/api/submissions", timeout=30,
                    headers={"Authorization": f"Bearer {token}"},
                    data={"exercise": "safe_softmax", "language": "triton"},
                    files={"file": (name, data)})
@@ -37,15 +37,16 @@ def _api_words(server, token, name, data) -> str:
     return r.json()["detail"]
 
 
-def _mine(server, token) -> list:
-    return httpx.get(f"{server}/api/submissions", timeout=30,
+def _mine(base, token) -> list:
+    return httpx.get(f"{base}/api/submissions", timeout=30,
                      headers={"Authorization": f"Bearer {token}"}).json()["submissions"]
 
 
-@pytest.mark.parametrize("viewport, scheme", [(PHONE, "dark"), (LAPTOP, "light")])
+@pytest.mark.parametrize("viewport, scheme", [(PHONE, "dark"), (PHONE, "light"),
+                                              (LAPTOP, "light"), (LAPTOP, "dark")])
 def test_the_form_refuses_what_the_api_refuses_and_stores_nothing(server, browser, viewport,  # noqa: F811
                                                                    scheme):
-    who = f"uploads{viewport['width']}"
+    who = f"uploads{viewport['width']}{scheme}"
     token = _api_students(server, who)[who]
     words = {name: _api_words(server, token, name, data) for name, data in NOT_SOURCE}
     assert "cannot tell the language of 'notes.txt'" in words["notes.txt"]
@@ -107,7 +108,8 @@ def test_the_editor_has_a_code_editors_width_at_1366(server, browser, scheme):  
             "ps => ps.filter(p => p.scrollWidth > p.clientWidth).map(p => p.textContent)")
         assert cut == [], (name, cut)
         # no empty card: the form's card ends where its form does
-        card, form = (page.locator(s).bounding_box() for s in (".card.submit", ".card.submit form"))
+        card, form = (page.locator(s).bounding_box()
+                      for s in (".card.submit", ".card.submit form"))
         assert card["y"] + card["height"] - (form["y"] + form["height"]) < 40, (card, form)
         assert page.evaluate("document.documentElement.scrollWidth") <= LAPTOP["width"]
         if name == "safe_softmax":
@@ -119,14 +121,15 @@ def test_the_editor_has_a_code_editors_width_at_1366(server, browser, scheme):  
     shot(page, f"issue42-exercise-390-{scheme}")
 
 
-def test_tab_leaves_the_editor_until_the_student_types_and_no_fragment_follows(server,  # noqa: F811
-                                                                             browser):
+def test_tab_leaves_the_editor_until_the_student_types_and_no_fragment_follows(  # noqa: F811
+        server, browser):  # noqa: F811
     token = _api_students(server, "tabber")["tabber"]
     page = sign_in(browser, server, token, viewport=LAPTOP)
     page.goto(f"{server}/exercises/safe_softmax")
     # the way out is said before the editor, and read out with it
     order = page.evaluate("""() => {
-        const help = document.getElementById('editor-help'), area = document.getElementById('source');
+        const help = document.getElementById('editor-help');
+        const area = document.getElementById('source');
         return [help.compareDocumentPosition(area) & Node.DOCUMENT_POSITION_FOLLOWING,
                 area.getAttribute('aria-describedby')]; }""")
     assert order[0] and "editor-help" in order[1], order
