@@ -32,7 +32,7 @@ from .domain.student_params import warn_if_development_secret
 from .grading.graders_client import GradersClient
 from .grading.local_pool import Dispatcher, LocalPool
 from .lti.grades import Sender as LtiGradeSender
-from .web import api_token, guards, instructor, lti_admin, render, signin, student
+from .web import api_token, class_view, guards, instructor, lti_admin, render, signin, student
 from .web import extensions as web_extensions
 from .web import lti as web_lti
 from .web import leaderboard as web_leaderboard
@@ -132,7 +132,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
                               "and the leaderboard.")
     for module in (submissions, events, exercises, leaderboard, admin, similarity, extensions,
                    internal, metrics, signin, student, web_leaderboard, instructor, web_extensions,
-                   web_lti, lti_admin, api_token,
+                   web_lti, lti_admin, api_token, class_view,
                    web_similarity):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=render.FRONTEND / "static"), name="static")

@@ -181,7 +181,7 @@ def test_a_refused_extension_keeps_the_form_and_names_the_deadline_as_the_page_d
                 "exercise": "safe_softmax", "deadline": "2019-06-30T12:00", "note": "flu"}
         r = client.post("/admin/extensions", data=form)
         assert r.status_code == 422
-        assert "later than the course deadline (2020-01-01 00:00 UTC)" in r.text
+        assert "later than the course deadline (2020-01-01 00:00:00 UTC)" in r.text
         assert "+00:00)" not in r.text
         assert '<option value="bob" selected>' in r.text
         extension = r.text.split('id="extensions-h"')[1].split("</form>")[0]

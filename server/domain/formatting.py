@@ -27,5 +27,6 @@ def iso(value: datetime | None) -> str | None:
 
 
 def readable(value: datetime) -> str:
-    """A time as the pages write it: UTC, to the minute, said to be UTC."""
-    return as_utc(value).strftime("%Y-%m-%d %H:%M UTC")
+    """A time as the pages write it: UTC, to the second (two submissions in one minute,
+    or one a few seconds past a deadline, must read apart), said to be UTC."""
+    return as_utc(value).strftime("%Y-%m-%d %H:%M:%S UTC")

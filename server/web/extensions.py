@@ -21,7 +21,8 @@ router = APIRouter(include_in_schema=False)
 @router.post("/admin/extensions", dependencies=[Depends(csrf.check_form)])
 def admin_grant(request: Request, username: str = Form(""), exercise: str = Form(""),
                 deadline: str = Form(""), note: str = Form(""),
-                user: User = Depends(instructor_page), db: Session = Depends(get_db, scope="function")):
+                user: User = Depends(instructor_page),
+                db: Session = Depends(get_db, scope="function")):
     """The page's deadline field is a datetime-local one labelled UTC: read as UTC. A
     refused grant shows the form again as it was typed."""
     state = request.app.state
@@ -43,7 +44,8 @@ def admin_grant(request: Request, username: str = Form(""), exercise: str = Form
 
 @router.post("/admin/extensions/remove", dependencies=[Depends(csrf.check_form)])
 def admin_revoke(request: Request, username: str = Form(""), exercise: str = Form(""),
-                 user: User = Depends(instructor_page), db: Session = Depends(get_db, scope="function")):
+                 user: User = Depends(instructor_page),
+                 db: Session = Depends(get_db, scope="function")):
     state = request.app.state
     try:
         changed = revoke(db, state.settings, state.exercises, username, exercise)

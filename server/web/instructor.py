@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -23,49 +23,64 @@ from graders.shared.vocabulary import Verdict
 from ..auth import csrf
 from ..auth.deps import DbId, get_db
 from ..auth.roster_tokens import issue_tokens
+from ..domain.class_view import PAGE_SIZES, SUBMISSION_SORTS, class_summary, submissions_page
 from ..domain.deadlines import all_extensions
 from ..domain.leaderboard import LATE_POLICIES
+from ..domain.lti_records import LtiPlatform
 from ..domain.models import Flag, Role, Submission, User
 from ..domain.roster import BOM, UTF8, WINDOWS_1252, csv_cell, roster_from_csv, roster_text
 from ..domain.submissions import requeue, submissions_query
 from ..domain.validation import MAX_ID, FlagName
 from .guards import instructor_page, own_path
+from .listing import read_listing
+from .lti import tool_base
 from .render import render, sentence
 
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/admin", response_class=HTMLResponse)
-def admin_page(request: Request, exercise: str = "", student: str = "", verdict: str = "",
-               user: User = Depends(instructor_page), db: Session = Depends(get_db, scope="function")):
-    return admin_view(request, user, db, {"exercise": exercise, "student": student,
-                                      "verdict": verdict})
+def admin_page(request: Request, user: User = Depends(instructor_page),
+               db: Session = Depends(get_db, scope="function")):
+    return admin_view(request, user, db, dict(request.query_params))
 
 
 FILTERS = ("exercise", "student", "verdict")
+SORT_NAMES = (("time", "time submitted"), ("student", "student"), ("exercise", "exercise"),
+              ("score", "score"), ("verdict", "verdict"))
 
 
-def admin_view(request: Request, user: User, db: Session, filters: dict[str, str] | None = None,
-           status: int = 200, **extra: Any) -> HTMLResponse:
-    """The instructor page; a form it refused shows it again as it was, with the filters of
-    the page that posted (``filters`` None) and what was typed (``extra``'s *_form)."""
-    filters = filters if filters is not None else _filters_posted_from(request)
-    rows = db.scalars(submissions_query(**filters).limit(500)).all()
+def admin_view(request: Request, user: User, db: Session, query: dict[str, str] | None = None,
+               status: int = 200, **extra: Any) -> HTMLResponse:
+    """The instructor page; a form it refused shows it again as it was, with the filters,
+    sort and page of the page that posted (``query`` None) and what was typed (``extra``'s
+    *_form). A sort or page it does not know is said on the page, which answers 422."""
+    asked = query is not None
+    query = query if asked else _query_posted_from(request)
+    filters = {name: query.get(name, "")[:64] for name in FILTERS}
+    listing, refused = read_listing(query, "/admin", SUBMISSION_SORTS, "time", kept=filters)
+    listed = submissions_page(db, submissions_query(**filters), listing.sort, listing.order,
+                              listing.page, listing.size)
+    if asked and refused and status == 200:
+        status = 422
+    exercises = request.app.state.exercises
     students = db.scalars(select(User).where(User.role == Role.STUDENT)
                           .order_by(User.username)).all()
-    return render(request, "admin.html", user, status, rows=rows, students=students,
-                  exercises=request.app.state.exercises, filters=filters,
+    return render(request, "admin.html", user, status, rows=listed.rows, listed=listed,
+                  listing=listing.at(listed.page), sort_names=SORT_NAMES,
+                  page_sizes=PAGE_SIZES, listing_error=" ".join(refused) if asked else "",
+                  summary=class_summary(db, list(exercises)), students=students,
+                  exercises=exercises, filters=filters,
                   verdicts=[v.value for v in Verdict],  # the graders' own list: none missing
                   notice=notice_from(request), extensions=all_extensions(
-                      db, request.app.state.settings, request.app.state.exercises),
+                      db, request.app.state.settings, exercises),
                   late_policy=LATE_POLICIES[request.app.state.settings.late_policy], **extra)
 
 
-def _filters_posted_from(request: Request) -> dict[str, str]:
-    """The filters of the /admin page whose form was posted (its Referer, when ours)."""
+def _query_posted_from(request: Request) -> dict[str, str]:
+    """The query of the /admin page whose form was posted (its Referer, when ours)."""
     parts = urlsplit(back_to(request, "/admin"))
-    query = dict(parse_qsl(parts.query)) if parts.path == "/admin" else {}
-    return {name: query.get(name, "")[:64] for name in FILTERS}
+    return dict(parse_qsl(parts.query)) if parts.path == "/admin" else {}
 
 
 @router.get("/admin/source/{submission_id}", response_class=HTMLResponse)
@@ -114,7 +129,9 @@ def with_notice(path: str, kind: str, what: str, n: int = 0, flag: str = "") -> 
     parts = urlsplit(path)
     query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "what", "n", "flag")]
     query += [("done", kind), ("what", what), ("n", str(n)), ("flag", flag)]
-    return parts.path + "?" + urlencode(query)
+    # "#top": a form that posts to its own card (action="…#roster-h", so that a refusal
+    # shows it there) would otherwise hand that fragment on to this address
+    return parts.path + "?" + urlencode(query) + "#top"
 
 
 def notice_from(request: Request) -> str:
@@ -141,7 +158,8 @@ def back_to(request: Request, default: str) -> str:
 @router.post("/admin/flag", dependencies=[Depends(csrf.check_form)])
 def admin_flag(request: Request, submission_id: int = Form(..., ge=1, le=MAX_ID),
                flag: FlagName = Form(...),
-               user: User = Depends(instructor_page), db: Session = Depends(get_db, scope="function")):
+               user: User = Depends(instructor_page),
+               db: Session = Depends(get_db, scope="function")):
     s = db.get(Submission, submission_id)
     if s is None:  # the instructor page again, as it was, not a bare error page
         return admin_view(request, user, db, status=404, submissions_error=(
@@ -192,8 +210,11 @@ async def admin_roster(request: Request, file: UploadFile | None = None,
 
 
 @router.get("/admin/roster/{key}", response_class=HTMLResponse)
-def admin_roster_tokens(key: str, request: Request, user: User = Depends(instructor_page)):
-    """The tokens of one upload, shown once, with a CSV to download; gone on reload."""
+def admin_roster_tokens(key: str, request: Request, user: User = Depends(instructor_page),
+                        db: Session = Depends(get_db, scope="function")):
+    """The tokens of one upload, shown once, with a CSV to download; gone on reload. It says
+    where students sign in with them (PUBLIC_URL's /signin, else the address this request
+    came to), and that the LMS is the other way in once a platform is registered."""
     at, issued, encoding = request.app.state.issued_rosters.pop(key, (0.0, None, UTF8))
     if issued is not None and time.monotonic() - at > ROSTER_SHOWN_FOR_S:
         issued = None
@@ -204,6 +225,9 @@ def admin_roster_tokens(key: str, request: Request, user: User = Depends(instruc
         writer.writerow(["username", "display_name", "token"])
         writer.writerows([t["username"], csv_cell(t["display_name"]), t["token"]]
                          for t in issued)
-        csv_text = BOM + buffer.getvalue()  # so that Excel reads it as UTF-8 (server/domain/roster.py)
+        # so that Excel reads it as UTF-8 (server/domain/roster.py)
+        csv_text = BOM + buffer.getvalue()
+    platforms = db.scalar(select(func.count()).select_from(LtiPlatform))
     return render(request, "roster.html", user, 200 if issued else 410, issued=issued,
-                  csv_text=csv_text, read_as_windows_1252=encoding == WINDOWS_1252)
+                  csv_text=csv_text, read_as_windows_1252=encoding == WINDOWS_1252,
+                  signin_url=f"{tool_base(request)}/signin", lti_platforms=platforms)
