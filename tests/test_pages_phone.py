@@ -99,10 +99,58 @@ def test_on_a_phone_the_lists_show_every_column_in_view(server, browser):  # noq
         shot(page, f"phone-cards{path.replace('/', '-')}")
 
 
+# a pane of the pair view: its rows (a line's number, or None for a gap), where each
+# starts, and whether any of it is marked
+PANE_ROWS = """pre => {
+  const rows = []; let row = null;
+  for (const node of pre.childNodes) {
+    if (node.nodeType === 1 && node.classList.contains('ln')) {
+      row = {n: node.textContent ? Number(node.textContent) : null,
+             y: node.getBoundingClientRect().top, marked: false};
+      rows.push(row);
+    } else if (node.nodeType === 1 && node.tagName === 'MARK' && row) { row.marked = true; }
+  }
+  return {top: pre.getBoundingClientRect().top, rows};
+}"""
+# the copy's lines past line 30 are 3 further down: a comment and a blank line added
+ADDED_AT, ADDED = 30, ["    # the copier added this comment,", "    # and a blank line under it",
+                       ""]
+
+
+def _line_tops(page, pane):
+    """A pane's line tops by line number, measured against the pane's top, after checking
+    that every row is one line of the same height (issue 42: a marked line of a file sent
+    from the page was followed by a blank one)."""
+    found = page.locator(f"#{pane}-source").evaluate(PANE_ROWS)
+    numbered = [(k, r) for k, r in enumerate(found["rows"]) if r["n"] is not None]
+    (k0, r0), (k1, r1) = numbered[0], numbered[-1]
+    pitch = (r1["y"] - r0["y"]) / (k1 - k0)
+    for k, r in numbered:  # row k starts k lines below row 0: no line takes two
+        assert abs(r["y"] - (r0["y"] + (k - k0) * pitch)) < 1, (pane, r, k, pitch)
+    tops = {r["n"]: r["y"] - found["top"] for _, r in numbered}
+    marked = [r["n"] for _, r in numbered if r["marked"]]
+    gaps = sum(r["n"] is None for r in found["rows"])
+    return tops, marked, gaps, pitch
+
+
+def _matching_lines_level(page):
+    """Each marked line of the original sits level with the same line of the copy (3 lines
+    further down past the comment the copier added), row for row in the two panes."""
+    left, marked, left_gaps, left_pitch = _line_tops(page, "first")
+    right, _, right_gaps, right_pitch = _line_tops(page, "second")
+    assert abs(left_pitch - right_pitch) < 0.5, (left_pitch, right_pitch)  # one line height
+    assert (left_gaps, right_gaps) == (len(ADDED), 0)  # the original faces the added lines
+    assert len(marked) > 20, marked
+    off = [(n, left[n], right[n + (len(ADDED) if n > ADDED_AT else 0)]) for n in marked]
+    assert all(abs(a - b) < 1 for _, a, b in off), [o for o in off if abs(o[1] - o[2]) >= 1]
+
+
 def test_the_similarity_report_and_a_pair_side_by_side_at_1366_and_390(server, browser):  # noqa: F811
     """Issue 30: the instructor computes the report, finds the copied pair, opens it side by
     side, flags both; the same pages on a phone fit its width, the two files one above the
-    other."""
+    other. Issue 42: the original came from the page's form (its lines end in \\r\\n) and
+    the copy has a comment added; matching lines stay level, each line one line high, in
+    both schemes and at both widths."""
     import re
 
     import httpx
@@ -110,9 +158,11 @@ def test_the_similarity_report_and_a_pair_side_by_side_at_1366_and_390(server, b
     from test_similarity import COPY, ORIGINAL
     from test_web_ui import ADMIN
 
+    lines = COPY.split("\n")
+    copy = "\n".join(lines[:ADDED_AT] + ADDED + lines[ADDED_AT:])
     tokens = _api_students(server, "simone", "simtwo")
     ids = []
-    for name, source in (("simone", ORIGINAL), ("simtwo", COPY)):
+    for name, source in (("simone", ORIGINAL.replace("\n", "\r\n")), ("simtwo", copy)):
         r = httpx.post(f"{server}/api/submissions", timeout=30,
                        headers={"Authorization": f"Bearer {tokens[name]}"},
                        json={"exercise": "safe_softmax", "language": "triton", "source": source})
@@ -138,18 +188,29 @@ def test_the_similarity_report_and_a_pair_side_by_side_at_1366_and_390(server, b
     expect(page.locator("#second-source mark").first).to_be_attached()
     first, second = (page.locator(f"#{w}-source").bounding_box() for w in ("first", "second"))
     assert abs(first["y"] - second["y"]) < 2 and first["x"] < second["x"]  # side by side
+    _matching_lines_level(page)
+    # the flags in words (it said "now: 1 none, 2 none")
+    expect(page.locator("#pair-flags")).to_have_text("Neither is flagged.")
     page.get_by_role("button", name="Flag both suspicious").click()
     expect(page.locator("[role=status]")).to_contain_text("now flagged suspicious")
-    assert f"{ids[0]} suspicious, {ids[1]} suspicious" in page.content()
-    shot(page, "similarity-pair-1366")
+    expect(page.locator("#pair-flags")).to_have_text("Both are flagged suspicious.")
+    shot(page, "issue42-similarity-pair-1366-light")
+    dark = sign_in(browser, server, ADMIN, viewport=laptop, color_scheme="dark")
+    dark.goto(page.url)
+    _matching_lines_level(dark)
+    shot(dark, "issue42-similarity-pair-1366-dark")
 
-    phone = sign_in(browser, server, ADMIN, viewport=PHONE)
-    phone.goto(page.url)
-    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    first, second = (phone.locator(f"#{w}-source").bounding_box() for w in ("first", "second"))
-    assert second["y"] > first["y"] + first["height"] - 2  # one above the other
-    assert first["x"] >= 0 and first["x"] + first["width"] <= PHONE["width"]
-    shot(phone, "similarity-pair-390")
+    for scheme in ("light", "dark"):
+        phone = sign_in(browser, server, ADMIN, viewport=PHONE, color_scheme=scheme)
+        phone.goto(page.url)
+        assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        first, second = (phone.locator(f"#{w}-source").bounding_box()
+                         for w in ("first", "second"))
+        assert second["y"] > first["y"] + first["height"] - 2  # one above the other
+        assert first["x"] >= 0 and first["x"] + first["width"] <= PHONE["width"]
+        # one above the other, row for row: a matching line as far down in either pane
+        _matching_lines_level(phone)
+        shot(phone, f"issue42-similarity-pair-390-{scheme}")
     phone.goto(f"{server}/admin/similarity/safe_softmax")
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     cell = phone.locator(f"#pairs tr[data-a='{ids[0]}'] [data-label='Similarity']")

@@ -85,11 +85,13 @@ class Grader:
         except Exception as exc:  # noqa: BLE001 - a broken exercise folder is the grader's fault
             result.message = f"exercise {g.exercise.name} is broken: {exc}"
             return result
+        stopped_in = None
         try:
             refuse_unparsable(g.submission, g.language)
             self._run(module, result)
         except RunStopped as stop:
             result.verdict, result.message, result.line = stop.verdict, stop.message, stop.line
+            stopped_in = stop.check
         except CompiledOnly as compiled:
             outcome.compiled_only(result, compiled)
         finally:
@@ -98,7 +100,7 @@ class Grader:
             result.output_dropped_bytes = g.state.dropped
             result.duration_s = round(time.monotonic() - started, 3)
             result.phases["total_s"] = result.duration_s
-        outcome.mark_unrun(result, g.checks)
+        outcome.mark_unrun(result, g.checks, stopped_in)
         outcome.score(result, g.exercise, g.time_it)
         return result
 

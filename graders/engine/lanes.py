@@ -144,6 +144,9 @@ class LaneSet:
             # part for the GPU, and this part waits for that timing
             with self.g.pool.gpu_gate.shared():
                 outcome = self.driver.run(lane, part)
+        except RunStopped as stop:  # the result names the check that found it
+            stop.check = stop.check or part.check.name
+            raise
         except LaneLost as lost:
             outcome = lost.result
             # a fork bomb's call may answer (EAGAIN) before its processes are counted:

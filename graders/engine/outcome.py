@@ -82,12 +82,18 @@ def compiled_only(result: GradeResult, compiled: CompiledOnly) -> None:
                           for w in compiled.warnings[:20] if isinstance(w, dict)))
 
 
-def mark_unrun(result: GradeResult, checks: list[CheckSpec]) -> None:
+def mark_unrun(result: GradeResult, checks: list[CheckSpec],
+               stopped_in: str | None = None) -> None:
     """Every check the run did not reach, listed as not run (with the verdict that ended
-    it), all in the spec's order."""
+    it), all in the spec's order. The check whose call ended the run (``stopped_in``: torch
+    computed the result there, say) is one of them, marked as the one that found it."""
     done = {c.name for c in result.checks}
     for check in checks:
-        if check.name not in done:
+        if check.name == stopped_in and check.name not in done:
+            result.checks.append(CheckResult(
+                check.name, False, f"{result.verdict.value}: the run stopped in this check",
+                0.0, check.points, ran=False, line=result.line, stopped=True))
+        elif check.name not in done:
             result.checks.append(CheckResult(check.name, False, f"not run: {result.verdict.value}",
                                              0.0, check.points, ran=False))
     order = {c.name: i for i, c in enumerate(checks)}

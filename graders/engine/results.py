@@ -19,6 +19,9 @@ class CheckResult:
     dump: dict[str, Any] | None = None
     ran: bool = True  # False when an earlier problem stopped the run before this check
     line: int | None = None  # the student's line, where the failure has one (a raise)
+    # the run ended in this check (the result's verdict and message say why): it found it,
+    # and gave no result of its own (ran stays False, as for the checks after it)
+    stopped: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = {"name": self.name, "passed": self.passed, "message": self.message,
@@ -29,6 +32,8 @@ class CheckResult:
             out["ran"] = False
         if self.line is not None:
             out["line"] = self.line
+        if self.stopped:
+            out["stopped"] = True
         return out
 
 

@@ -35,6 +35,7 @@ class RunStopped(Exception):
     def __init__(self, verdict: Verdict, message: str, line: int | None = None):
         super().__init__(message)
         self.verdict, self.message, self.line = verdict, message, line
+        self.check: str | None = None  # the check whose call ended the run, if one did
 
 
 class CallOverrun(Exception):

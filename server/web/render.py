@@ -12,7 +12,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from graders.shared.vocabulary import Verdict
 
@@ -53,7 +53,7 @@ templates.env.filters["iso"] = iso
 
 
 def _when(value: datetime | None) -> Markup:
-    """A time people read (UTC, to the minute) in a <time> that machines read."""
+    """A time people read (UTC, to the second) in a <time> that machines read."""
     if value is None:
         return Markup("")
     return Markup('<time datetime="{}">{}</time>').format(iso(value), readable(value))
@@ -92,17 +92,29 @@ def _score_text(verdict: str | None, score: float | None) -> str:
     return "" if score is None else f"{score:g}"
 
 
-# where a result was graded, when its grader named no device
+# where a result was graded, when its grader named no device (no runner started: a file
+# that does not parse)
 DEVICE_WORDS = {"cpu": "graded on the CPU", "cuda": "graded on a GPU"}
+
+
+def _graded_on(result: dict) -> str:
+    """Where a result was graded, in one phrase whether or not a runner named its device
+    (issue 42: "graded on the CPU" beside "CPU (Triton interpreter)" for the same CPU)."""
+    device, name = result.get("device") or "", result.get("device_name") or ""
+    if not name:
+        return DEVICE_WORDS.get(device, device)
+    if result.get("verdict") in NOT_SCORED:  # "no GPU: NVRTC compile only"
+        return name
+    # the runner's words: "CPU (Triton interpreter)", or the GPU's name
+    return f"graded on the {name}" if name.startswith("CPU") else f"graded on {name}"
 
 
 def _run_summary(result: dict) -> str:
     """The line under a verdict: where it was graded, and for how long when anything ran.
     A file that did not compile ran nothing ("cpu · 0.0 s" said nothing true)."""
-    device = result.get("device") or ""
-    parts = [result.get("device_name") or DEVICE_WORDS.get(device, device)]
+    parts = [_graded_on(result)]
     ran = result.get("verdict") in NOT_SCORED or any(
-        c.get("ran", True) for c in result.get("checks") or [])
+        c.get("ran", True) or c.get("stopped") for c in result.get("checks") or [])
     seconds = result.get("duration_s") or 0
     if ran and seconds >= 0.05:
         parts.append(f"{seconds:.1f}\u00a0s")  # a number never parted from its unit
@@ -112,6 +124,15 @@ def _run_summary(result: dict) -> str:
 templates.env.filters["when"] = _when
 templates.env.filters["due"] = _due
 templates.env.tests["nonfinite"] = lambda v: isinstance(v, str)  # dumps write NaN/inf as text
+
+
+def _breakable(name: str) -> Markup:
+    """A check's name that a narrow column breaks only after an underscore
+    (half_precision_|overflow), never inside a word (issue 42: half_precision_ove|rflow)."""
+    return Markup("_<wbr>").join(escape(part) for part in str(name).split("_"))
+
+
+templates.env.filters["breakable"] = _breakable
 templates.env.globals.update(score_text=_score_text, run_summary=_run_summary,
                              not_scored_why=NOT_SCORED_WHY)
 
