@@ -68,6 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--share-gpu", action="store_true",
                    help="other workers grade on this GPU too: checks run side by side, timings "
                         "alone (also GRADERS_SHARE_GPU=1); skips the GPU-wide health checks")
+    w.add_argument("--gpu-slots", type=int, default=None,
+                   help="slots grading on this GPU, this one included, for sizing each "
+                        "runner's GPU memory cap (also GRADERS_GPU_SLOTS; default 2 with "
+                        "--share-gpu, else 1)")
+    w.add_argument("--gpu-memory-cap-mib", type=int, default=None,
+                   help="each runner's GPU memory cap in MiB, 0 for none (also "
+                        "GRADERS_GPU_MEMORY_CAP_MIB; default: sized from the GPU's memory "
+                        "and its slots, docs/deploy.md)")
 
     from graders.integrations.package import add_arguments as add_package_arguments
 
@@ -156,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "worker":
             from graders.service.worker import run_worker
 
+            given = {k: v for k, v in (("gpu_slots_given", args.gpu_slots),
+                                       ("gpu_memory_cap_mib", args.gpu_memory_cap_mib))
+                     if v is not None}
             return run_worker(Device(args.device), args.gpu_index, not args.no_sandbox, args.warm,
-                              share_gpu=args.share_gpu)
+                              share_gpu=args.share_gpu, **given)
         if args.command == "bench" and args.load:
             from graders.bench.load import run_load_bench
 

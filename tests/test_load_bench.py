@@ -1,7 +1,9 @@
 """The load bench (graders/bench/load.py): its arithmetic on fake timestamps, the markdown
-section it keeps in a file, the mix's manifest, and one small run through the real server
-on the CPU (two cheap submissions: a compile error and a rejected mutant)."""
+section it keeps in a file, the mix's manifest, the online files written with each student's
+own parameters, and one small run through the real server on the CPU (a compile error, a
+rejected mutant, and the online reference sent as its student)."""
 
+import dataclasses
 import datetime
 import re
 
@@ -9,8 +11,13 @@ import pytest
 
 from conftest import REPO, mutant_file
 from graders.bench.load import (CLASSES, SECTION, MixEntry, Record, busy_per_hour, class_rows,
-                                load_mix, percentile, render_section, run_load_bench,
-                                select_mix, throughput_per_hour, timing_spread, write_section)
+                                load_mix, percentile, phase_rows, render_section,
+                                run_load_bench, select_mix, source_for, throughput_per_hour,
+                                timing_spread, write_section)
+from graders.engine.checker import grade
+from graders.engine.params import derive
+from graders.engine.registry import get_exercise
+from graders.shared.vocabulary import Device
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
@@ -120,6 +127,31 @@ def test_the_timing_spread_of_passing_files_graded_more_than_once(tmp_path):
     assert path.read_text().count(SECTION) == 2
 
 
+def test_where_the_time_went_from_each_gradings_phases():
+    """The breakdown an H200 run writes into docs/benchmarks.md: each phase the grader's
+    JSON carries, its p50 and p95 over the non-hostile gradings, and what lies around the
+    grader (claim, hand-off, the result stored)."""
+    def graded(i, klass, latency, duration, **phases):
+        record = _record(i, klass, 0, 10 * i, 10 * i + latency)
+        record.result = {**record.result, "duration_s": duration,
+                         "phases": {"runners": 4, "checks": {"random_rows": 0.5}, **phases}}
+        return record
+
+    records = [graded(1, "passing", 5.0, 4.5, acquire_s=0.0, checks_s=3.0, timing_s=1.0,
+                      health_s=0.2),
+               graded(2, "mutant", 4.0, 3.6, acquire_s=0.1, checks_s=3.4, health_s=0.1),
+               graded(3, "hostile", 21.0, 20.9, checks_s=20.0)]  # left out
+    rows = {row.key: row for row in phase_rows(records)}
+    assert list(rows) == ["acquire_s", "checks_s", "timing_s", "duration_s", "health_s",
+                          "around_s", "latency_s"]  # the order of PHASES, those present
+    assert rows["checks_s"].n == 2 and rows["checks_s"].p50_s == pytest.approx(3.2)
+    assert rows["timing_s"].n == 1
+    assert rows["around_s"].p50_s == pytest.approx(0.3)  # 5.0 - 4.5 - 0.2 and 4.0 - 3.6 - 0.1
+    text = render_section(records, "cuda", 1, [])
+    assert "| checks: compiles and runs, over the lanes | 2 | 3.20 | 3.38 |" in text
+    assert "| around the grader: claim, hand-off, result stored | 2 | 0.30 |" in text
+
+
 def test_the_manifest_holds_the_mix_the_issue_asks_for():
     mix = load_mix()  # also checks that every file exists
     counts = {k: sum(e.klass == k for e in mix) for k in CLASSES}
@@ -134,12 +166,55 @@ def test_the_manifest_holds_the_mix_the_issue_asks_for():
         select_mix(mix, "cpu", ["nonsense"])
 
 
+def _online_entries():
+    return [e for e in load_mix() if e.exercise == "online_softmax"]
+
+
+def test_the_online_files_carry_the_answers_of_the_student_they_are_sent_as(tmp_path):
+    """A student answers online_softmax's traffic question for their own R, C and dtype:
+    the bench writes each student's values into the file it sends as them, and each file
+    passes byte_count_answers for its own student (before, every bench student sent the
+    statement's example, R = C = 4096 float32, and the reference failed it: 90 of 100)."""
+    spec = get_exercise("online_softmax")
+    entries = _online_entries()
+    assert {e.klass for e in entries} == {"passing", "mutant"} and all(
+        e.own_params for e in entries)
+    reference = next(e for e in entries if e.klass == "passing")
+    secret = "a load bench test course secret"
+    ada, grace = (derive(secret, who, "online_softmax", spec.params) for who in ("ada", "grace"))
+    assert ada != grace
+    mine = {"ada": source_for(reference, ada), "grace": source_for(reference, grace)}
+    assert mine["ada"] != mine["grace"]
+    assert source_for(reference, {}) == reference.file.read_text()  # no params: as it is
+    # a mutant keeps its own mistake, made on its student's numbers
+    wrong = next(e for e in entries if "wrong_byte_counts" in e.label)
+    assert f"3 * ({2 if ada['dtype'] != 'float32' else 4} * _R * _C)" in source_for(wrong, ada)
+
+    only = dataclasses.replace(spec, checks=tuple(
+        c for c in spec.checks if c.name == "byte_count_answers"))
+    folder = tmp_path / "sub"
+    folder.mkdir(mode=0o755)
+    graded = {}
+    for name, source, params in (("ada", mine["ada"], ada), ("grace", mine["grace"], grace),
+                                 ("as_is", source_for(reference, {}), ada)):
+        path = folder / f"{name}.py"
+        path.write_text(source)
+        graded[name] = grade(only, path, Device.CPU, params=params)
+    for name in ("ada", "grace"):
+        assert graded[name].verdict.value == "passed", graded[name].checks
+    # the file as it is, sent as ada: the statement's example is not her shape
+    assert graded["as_is"].verdict.value == "failed"
+    assert "not for your shape" in graded["as_is"].checks[0].message
+
+
 def test_a_small_mix_through_the_real_server_on_the_cpu(tmp_path):
     broken = tmp_path / "compile_error.py"
     broken.write_text("def softmax(x)\n    return x\n")
+    online = next(e for e in _online_entries() if e.klass == "passing")
     mix = [MixEntry(broken, "safe_softmax", "passing"),
            MixEntry(mutant_file("safe_softmax", "torch_softmax_inside"), "safe_softmax",
-                    "mutant")]
+                    "mutant"),
+           online]
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\nkept\n")
 
@@ -149,7 +224,14 @@ def test_a_small_mix_through_the_real_server_on_the_cpu(tmp_path):
     assert text.startswith("# Benchmarks\n\nkept\n") and text.count(SECTION) == 1
     class_table = {m.group(1): int(m.group(2))
                    for m in re.finditer(r"^\| ([a-z_ ]+) \| (\d+) \| ", text, re.M)}
-    assert class_table == {"passing": 1, "mutant": 1, "all": 2}
-    submissions = re.findall(r"^\| \d+ \| .+ \| safe_softmax \| (\w+) \| (\w+) \|", text, re.M)
-    assert sorted(submissions) == [("mutant", "rejected"), ("passing", "compile_error")]
-    assert re.search(r"\*\*\d+ gradings per hour\*\*: 2 of 2 graded", text)
+    assert class_table == {"passing": 2, "mutant": 1, "all": 3}
+    submissions = re.findall(r"^\| \d+ \| [^|]+ \| (\w+) \| (\w+) \| (\w+) \|", text,
+                             re.M)
+    assert sorted(submissions) == [("online_softmax", "passing", "passed"),
+                                   ("safe_softmax", "mutant", "rejected"),
+                                   ("safe_softmax", "passing", "compile_error")]
+    # the online reference went as its student, with the server's own values for them
+    assert "Each online_softmax file was sent with its student's own parameters" in text
+    # where the time went: the compile error has no checks, the other two have
+    assert "| checks: compiles and runs, over the lanes | 2 |" in text
+    assert re.search(r"\*\*\d+ gradings per hour\*\*: 3 of 3 graded", text)

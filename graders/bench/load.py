@@ -34,16 +34,16 @@ from pathlib import Path
 from graders.bench.load_client import ServerError, http_json
 from graders.bench.load_harness import (Server, fetch_results, load_bench_device, submit_all,
                                         wait_for_all)
-from graders.bench.load_mix import CLASSES, MixEntry, load_mix, select_mix
+from graders.bench.load_mix import CLASSES, MixEntry, load_mix, select_mix, source_for
 from graders.bench.load_record import Record
 from graders.bench.load_report import SECTION, render_section, write_section
-from graders.bench.load_stats import (busy_per_hour, class_rows, percentile,
-                                      throughput_per_hour, timing_spread)
+from graders.bench.load_stats import (PHASES, busy_per_hour, class_rows, percentile,
+                                      phase_rows, throughput_per_hour, timing_spread)
 
-__all__ = ["CLASSES", "SECTION", "MixEntry", "Record", "ServerError", "busy_per_hour",
-           "class_rows", "http_json", "load_mix", "percentile", "render_section",
-           "run_load_bench", "select_mix", "throughput_per_hour", "timing_spread",
-           "write_section"]
+__all__ = ["CLASSES", "PHASES", "SECTION", "MixEntry", "Record", "ServerError", "busy_per_hour",
+           "class_rows", "http_json", "load_mix", "percentile", "phase_rows", "render_section",
+           "run_load_bench", "select_mix", "source_for", "throughput_per_hour",
+           "timing_spread", "write_section"]
 
 
 def run_load_bench(out: Path | None, device: str = "auto", port: int = 0, rounds: int = 1,

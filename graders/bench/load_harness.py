@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from graders.bench.load_client import ServerError, http_json
-from graders.bench.load_mix import REPO_ROOT, MixEntry
+from graders.bench.load_mix import REPO_ROOT, MixEntry, source_for
 from graders.bench.load_record import Record
 from graders.shared.vocabulary import LANGUAGE_BY_SUFFIX
 
@@ -32,8 +32,8 @@ SERVER_ENV_DROPPED = ("GRADER_COMMAND", "GRADER_PYTHON", "DEADLINES", "PUBLIC_UR
 
 
 def load_bench_device(device: str) -> str:
-    """cpu or cuda, as the server's pool will decide it (server/grading/local_pool.py default_slots):
-    the GPU when asked for, or on auto when a /dev/nvidiaN node exists."""
+    """cpu or cuda, as the server's pool will decide it (server/grading/local_pool.py
+    default_slots): the GPU when asked for, or on auto when a /dev/nvidiaN node exists."""
     if device == "cpu":
         return "cpu"
     if device == "cuda":
@@ -114,20 +114,35 @@ class Server:
         return http_json(method, self.base + path, token or self.admin_token, body)
 
 
+def own_params(server: Server, entry: MixEntry, token: str) -> dict:
+    """The student's values of the entry's exercise parameters, as their exercise page
+    shows them (the API's ``params`` for a signed-in student); {} for an entry that does
+    not write them in (its exercise has none, or the manifest says how not)."""
+    if not entry.own_params:
+        return {}
+    return server.call("GET", f"/api/exercises/{entry.exercise}", token=token).get(
+        "params") or {}
+
+
 def submit_all(server: Server, entries: list[MixEntry]) -> list[Record]:
-    """One student per submission (the per-student limits never bite), then the burst."""
+    """One student per submission (the per-student limits never bite), then the burst.
+    Each file is sent as its student would send it: with that student's own parameters
+    written in (graders/bench/load_mix.py ``source_for``), so a correct file passes."""
     stamp = secrets.token_hex(3)
     roster = [{"username": f"load-{stamp}-{i:03d}", "display_name": f"Load {i}"}
               for i in range(len(entries))]
     tokens = [s["token"] for s in server.call("POST", "/api/admin/students",
                                               body={"students": roster})["students"]]
-    # read every source first, so the burst is as tight as HTTP allows
+    # read every source (and every student's parameters) first, so the burst is as tight
+    # as HTTP allows
+    params = [own_params(server, e, token) for e, token in zip(entries, tokens)]
     bodies = [{"exercise": e.exercise, "language": LANGUAGE_BY_SUFFIX[e.file.suffix.lower()],
-               "filename": e.file.name, "source": e.file.read_text()} for e in entries]
+               "filename": e.file.name, "source": source_for(e, p)}
+              for e, p in zip(entries, params)]
     records = []
-    for entry, token, body in zip(entries, tokens, bodies):
+    for entry, token, body, mine in zip(entries, tokens, bodies, params):
         reply = server.call("POST", "/api/submissions", token=token, body=body)
-        records.append(Record(entry, reply["id"]))
+        records.append(Record(entry, reply["id"], params=mine))
     return records
 
 

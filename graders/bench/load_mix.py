@@ -1,5 +1,6 @@
 """The load bench's mix: the entries of ``mix/manifest.toml`` (a file, its exercise and
-its class), each checked to exist, and the choice of those sent on a device."""
+its class), each checked to exist, the choice of those sent on a device, and the source
+sent as one student: with that student's own parameters written in (``source_for``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from graders.proof.mutants import get_mutant, materialise
 
@@ -18,6 +20,9 @@ MANIFEST = MIX_DIR / "manifest.toml"
 
 CLASSES = ("passing", "row_per_program", "mutant", "hostile")
 HOSTILE = "hostile"
+# a dtype's element size, for an ``[[own_params]]`` write's {dtype_bytes}
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int32": 4,
+               "int64": 8, "int8": 1, "uint8": 1}
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,9 @@ class MixEntry:
     klass: str  # one of CLASSES
     what: str = ""
     shown: str = ""  # how the tables name it, when not by its path (a mutant's patch)
+    # how a student writes their own parameters into this file: (find, write) pairs, from
+    # the manifest's [[own_params]] for the entry's exercise (``source_for``)
+    own_params: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -39,13 +47,42 @@ class MixEntry:
             return self.file.name
 
 
+def source_for(entry: MixEntry, params: Mapping[str, Any] | None) -> str:
+    """The file's text as the student whose parameters are ``params`` sends it: each of
+    the entry's ``own_params`` finds replaced by its write, formatted with their values
+    (as they would type in the numbers their exercise page shows). Without parameters (an
+    exercise that has none, or a server that gave none) the file as it is."""
+    text = entry.file.read_text()
+    if not params or not entry.own_params:
+        return text
+    values = dict(params)
+    if "dtype" in values:
+        values["dtype_bytes"] = DTYPE_BYTES[str(values["dtype"])]
+    for find, write in entry.own_params:
+        if find not in text:
+            raise ValueError(f"{entry.label}: `{find}` is not in the file: [[own_params]] of "
+                             f"{entry.exercise} in the manifest no longer fits it")
+        text = text.replace(find, write.format(**values))
+    return text
+
+
+def _own_params(rows: list[dict]) -> dict[str, tuple[tuple[str, str], ...]]:
+    by_exercise: dict[str, list[tuple[str, str]]] = {}
+    for row in rows:
+        by_exercise.setdefault(row["exercise"], []).append((row["find"], row["write"]))
+    return {name: tuple(pairs) for name, pairs in by_exercise.items()}
+
+
 def load_mix(manifest: Path = MANIFEST) -> list[MixEntry]:
     """The entries of the manifest, each file checked to exist and each mutant's patch
-    applied (a renamed file or a stale patch fails here, not halfway through a GPU run).
-    Mutants are written to a temporary folder, removed when this process exits."""
+    applied (a renamed file or a stale patch fails here, not halfway through a GPU run), and
+    each ``[[own_params]]`` find checked to be in every file of its exercise. Mutants are
+    written to a temporary folder, removed when this process exits."""
     entries = []
     folder = None
-    for row in tomllib.loads(manifest.read_text())["entry"]:
+    table = tomllib.loads(manifest.read_text())
+    own = _own_params(table.get("own_params", []))
+    for row in table["entry"]:
         where = row.get("file") or row.get("mutant")
         if "mutant" in row:
             if folder is None:
@@ -57,11 +94,17 @@ def load_mix(manifest: Path = MANIFEST) -> list[MixEntry]:
                 REPO_ROOT) else mutant.label
         else:
             file, shown = REPO_ROOT / row["file"], ""
-        entry = MixEntry(file, row["exercise"], row["class"], row.get("what", ""), shown)
+        entry = MixEntry(file, row["exercise"], row["class"], row.get("what", ""), shown,
+                         own.get(row["exercise"], ()) if row.get("own_params", True) else ())
         if entry.klass not in CLASSES:
             raise ValueError(f"{manifest}: {where}: unknown class {entry.klass!r}")
         if not entry.file.is_file():
             raise FileNotFoundError(f"{manifest}: {where} does not exist")
+        text = entry.file.read_text() if entry.own_params else ""
+        for find, _ in entry.own_params:
+            if find not in text:
+                raise ValueError(f"{manifest}: {where}: `{find}` ([[own_params]] of "
+                                 f"{entry.exercise}) is not in the file")
         entries.append(entry)
     return entries
 

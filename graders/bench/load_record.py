@@ -4,7 +4,7 @@ API said of it (status, verdict, the queue's timestamps, the grader's JSON)."""
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from graders.bench.load_mix import MixEntry
 
@@ -26,6 +26,8 @@ class Record:
     started_at: datetime.datetime | None = None
     finished_at: datetime.datetime | None = None
     result: dict | None = None
+    # the student's own exercise parameters written into the file sent ({} for none)
+    params: dict = field(default_factory=dict)
 
     def update(self, row: dict) -> None:
         """From the API's submission JSON."""

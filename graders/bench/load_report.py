@@ -10,8 +10,8 @@ from pathlib import Path
 
 from graders.bench.load_mix import HOSTILE, MixEntry
 from graders.bench.load_record import Record
-from graders.bench.load_stats import (busy_per_hour, class_rows, span_s, throughput_per_hour,
-                                      timing_spread)
+from graders.bench.load_stats import (busy_per_hour, class_rows, phase_rows, span_s,
+                                      throughput_per_hour, timing_spread)
 
 SECTION = "## Throughput: the mix through the queue"
 TARGET_PER_HOUR = 400
@@ -105,6 +105,11 @@ def render_section(records: list[Record], device_arg: str, rounds: int,
           f"{len(records)} submissions, {mix_name}{copies}, sent at once. Latency = the "
           "slot's claim to the stored result (finished_at − started_at); wait = time queued "
           "(started_at − created_at); grader = the grader's own duration_s.", ""]
+    own = sorted({r.entry.exercise for r in records if r.params})
+    if own:
+        md += [f"Each {' and '.join(own)} file was sent with its student's own parameters "
+               "written in, as the server derives them and their exercise page shows them "
+               "(`[[own_params]]` in the manifest).", ""]
     if skipped:
         md += [_left_out(skipped), ""]
     summary = (f"**{_s(rate, 0)} gradings per hour**: {len(done)} of {len(records)} graded in "
@@ -121,6 +126,14 @@ def render_section(records: list[Record], device_arg: str, rounds: int,
         verdicts = ", ".join(f"{k} {v}" for k, v in sorted(row.verdicts.items()))
         md.append(f"| {row.name} | {row.n} | {_s(row.p50_s)} | {_s(row.p95_s)} | "
                   f"{_s(row.max_s)} | {_s(row.wait_p50_s)} | {verdicts} |")
+
+    phases = phase_rows(records)
+    if phases:
+        md += ["", "Where the time went (the non-hostile gradings; the timed shapes compile in "
+               "one lane beside the checks, so the rows do not add up):", "",
+               "| phase | n | p50 s | p95 s |", "|---|---|---|---|"]
+        md += [f"| {row.label} | {row.n} | {_s(row.p50_s, 2)} | {_s(row.p95_s, 2)} |"
+               for row in phases]
 
     md += ["", "| # | file | exercise | class | verdict | score | latency s | wait s | grader s |",
            "|---|---|---|---|---|---|---|---|---|"]

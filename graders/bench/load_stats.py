@@ -95,3 +95,58 @@ def timing_spread(records: list[Record], figure: str) -> tuple[float, float, int
     if not spreads:
         return None
     return statistics.median(spreads), max(spreads), len(spreads)
+
+
+# Where a grading's time went (issue 43): the grader's own phases from its JSON (graders/engine,
+# graders/service/slots.py), then what lies around the grader. The timed shapes' compile runs in
+# one lane beside the checks, so the rows do not add up to the latency.
+PHASES = (
+    ("acquire_s", "first runner taken (0: made ahead)"),
+    ("load_s", "submission loaded (imported or compiled)"),
+    ("checks_s", "checks: compiles and runs, over the lanes"),
+    ("timing_warmup_s", "timed shapes compiled (in one lane, beside the checks)"),
+    ("timing_gate_wait_s", "wait for the GPU alone"),
+    ("timing_s", "timed shapes, the GPU alone"),
+    ("close_s", "runners closed (their processes gone)"),
+    ("duration_s", "the grader in all (its duration_s)"),
+    ("health_s", "the slot's health check after the job"),
+    ("around_s", "around the grader: claim, hand-off, result stored"),
+    ("latency_s", "claim to stored result (latency)"),
+)
+
+
+@dataclass
+class PhaseRow:
+    key: str
+    label: str
+    n: int
+    p50_s: float | None
+    p95_s: float | None
+
+
+def phase_seconds(record: Record) -> dict[str, float]:
+    """One grading's seconds per phase of PHASES, those it has."""
+    result = record.result or {}
+    phases = result.get("phases") or {}
+    out = {key: float(phases[key]) for key, _ in PHASES
+           if isinstance(phases.get(key), (int, float)) and not isinstance(phases[key], bool)}
+    if isinstance(result.get("duration_s"), (int, float)):
+        out["duration_s"] = float(result["duration_s"])
+    if record.latency_s is not None:
+        out["latency_s"] = record.latency_s
+        if "duration_s" in out:
+            out["around_s"] = max(0.0, record.latency_s - out["duration_s"]
+                                  - out.get("health_s", 0.0))
+    return out
+
+
+def phase_rows(records: list[Record]) -> list[PhaseRow]:
+    """p50 and p95 of each phase over the finished non-hostile gradings that have it."""
+    seconds = [phase_seconds(r) for r in records if r.done and r.entry.klass != HOSTILE]
+    rows = []
+    for key, label in PHASES:
+        values = [s[key] for s in seconds if key in s]
+        if values:
+            rows.append(PhaseRow(key, label, len(values), percentile(values, 50),
+                                 percentile(values, 95)))
+    return rows

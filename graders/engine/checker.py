@@ -95,7 +95,9 @@ class Grader:
         except CompiledOnly as compiled:
             outcome.compiled_only(result, compiled)
         finally:
+            closing = time.monotonic()
             self.close_report = g.state.close_all()
+            result.phases["close_s"] = round(time.monotonic() - closing, 3)
             result.output = g.state.output_text()
             result.output_dropped_bytes = g.state.dropped
             result.duration_s = round(time.monotonic() - started, 3)

@@ -21,12 +21,16 @@ def open_lane(g: Grading, result: GradeResult, extra: bool = False,
     ``extra``: a lane beyond the first takes only a runner that is ready now or within
     ``wait_s`` (None if there is none); starting one cold would take longer than the
     checks."""
+    asked = time.monotonic()
     ready = g.pool.take_ready(wait_s) if extra and g.pool.warm else g.pool.take()
     if ready is None:
         return None
     process = ready.process
     with g.state.lock:
         result.phases["runners"] = result.phases.get("runners", 0) + 1
+        # the first lane's wait for its runner (0 when one was ready; a runner made on
+        # the spot otherwise): the grading's start
+        result.phases.setdefault("acquire_s", round(time.monotonic() - asked, 3))
     if not g.state.opened(process):
         raise LaneStopped()
     process.arm(g.deadline - time.monotonic())

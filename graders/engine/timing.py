@@ -69,7 +69,8 @@ def _time(g: Grading, session: Session, spec: PerformanceSpec, module: ModuleTyp
                          getattr(g.launcher, "gpu_index", None),
                          budget_s=g.budget_s + TIMING_BUDGET_S)
     try:
-        result.performance = run.run()
+        with session.timing_memory():  # the GPU's one timing reserve, beside the job's cap
+            result.performance = run.run()
     except PerformanceRejected as bad:
         result.flag = bad.message if bad.flag else None
         raise RunStopped(Verdict.REJECTED, bad.message, bad.line) from None

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Protocol
 
-from graders.isolation import jobuids
+from graders.isolation import gpu_memory, jobuids
 from graders.isolation.cgroups import JobCgroup, cgroups_disabled
 from graders.isolation.limits import Limits
 from graders.shared import protocol
@@ -155,6 +155,12 @@ class RunnerProcess:
     over_budget: bool = False  # killed because the call in flight outran its budget
     forked_too_much: bool = False  # killed for more processes than a kernel needs
     max_processes: int = 0  # 0: not watched (no cgroup and no job uid to count by)
+    # the GPU memory the job may hold (graders/isolation/gpu_memory.py), as torch counts it
+    # in the runner; the driver's figure for its processes may add a CUDA context. 0: none.
+    # Raised for a timing (the GPU's one timing reserve), and put back after it
+    gpu_cap: int = 0
+    gpu_over: int = 0  # what the driver reported when the job was killed over its cap
+    _gpu_checked_at: float = field(default=0.0, repr=False)
     _watchdog: threading.Timer | None = field(default=None, repr=False)
     _call_timer: threading.Timer | None = field(default=None, repr=False)
     _watch_over: threading.Event | None = field(default=None, repr=False)
@@ -241,11 +247,36 @@ class RunnerProcess:
         by its job uid."""
         return bool(self.max_processes) and (self.cgroup is not None or self.job_uid is not None)
 
-    def _job_processes(self) -> int:
+    def _job_pids(self) -> list[int]:
         if self.cgroup:
-            return len(self.cgroup.pids())
+            return self.cgroup.pids()
         # zombies too: a bomb's children that failed to fork exit at once, and lie unreaped
-        return len(jobuids.processes_of(self.job_uid, zombies=True))
+        return jobuids.processes_of(self.job_uid, zombies=True)
+
+    def _job_processes(self) -> int:
+        return len(self._job_pids())
+
+    @property
+    def gpu_index(self) -> int | None:
+        return self.launcher.gpu_index if self.job.device != "cpu" else None
+
+    def gpu_usage(self) -> int | None:
+        """What the driver reports for this job's processes on its GPU (a sample at most
+        SAMPLE_MAX_AGE_S old); None where it reports none of them."""
+        if self.gpu_index is None or not self._countable:
+            return None
+        sample = gpu_memory.SAMPLES.get(self.gpu_index)
+        return gpu_memory.job_usage(sample.by_pid, {self.proc.pid, *self._job_pids()})
+
+    def over_gpu_cap(self) -> int:
+        """The bytes the driver reported, if this job holds (or held) more GPU memory than
+        its cap allows; else 0. A job over it is killed."""
+        if not self.gpu_over and self.gpu_cap:
+            used = self.gpu_usage()
+            if gpu_memory.over_cap(used, self.gpu_cap):
+                self.gpu_over = used
+                self.kill()
+        return self.gpu_over
 
     def over_process_cap(self) -> int:
         """The cap, if this runner's job holds (or held) more processes than it; else 0. A
@@ -265,6 +296,14 @@ class RunnerProcess:
         while not over.wait(PROCESS_POLL_S):
             if self.over_process_cap():
                 return
+            # and its GPU memory, less often (an nvidia-smi is ~0.1 s): a job that takes the
+            # GPU's memory past its cap by the driver's own calls, which torch's fraction in
+            # the runner never sees, is stopped within a second (issue 43)
+            if self.gpu_cap and time.monotonic() - self._gpu_checked_at >= \
+                    gpu_memory.WATCH_EVERY_S:
+                self._gpu_checked_at = time.monotonic()
+                if self.over_gpu_cap():
+                    return
 
     def _on_budget(self) -> None:
         self.over_budget = True
@@ -423,6 +462,7 @@ def start_runner(device: str, timeout_s: float, launcher: Launcher,
         cgroup=cgroup,
         job_uid=job_uid,
         max_processes=limits.max_processes,
+        gpu_cap=limits.gpu_memory_bytes if device != "cpu" else 0,
     )
     runner.output = CappedOutput(proc.stdout, limits.output_keep_bytes, limits.output_max_bytes,
                                  on_flood=runner.kill)

@@ -19,3 +19,6 @@ class Limits:
     tmp_bytes: int = 512 << 20  # size of its private /tmp
     output_keep_bytes: int = 64 << 10  # stdout+stderr kept for the report
     output_max_bytes: int = 8 << 20  # past this the runner is stopped: output_limit
+    # GPU memory of one runner (graders/isolation/gpu_memory.py): set in the runner as torch's
+    # per-process fraction, and held outside it to what the driver reports; 0: no cap
+    gpu_memory_bytes: int = 0

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from graders.isolation.gpu_memory import cap_env
 from graders.isolation.launch import Launcher, RunnerProcess, runner_env, start_runner
 from graders.isolation.seed_cache import make_seed_cache, remove_seed_cache
 from graders.isolation.session import RunStopped, Session
@@ -161,7 +162,9 @@ class ReadyRunner:
 KNOWN_SHAPE = (5, 300)  # the runner compiles its known-answer kernel for it ahead ("warm")
 
 
-def known_answer(session: Session, rng: np.random.Generator) -> None:
+def known_answer(session: Session, rng: np.random.Generator) -> dict[str, Any]:
+    """Prove the runner's toolchain; what it said of its GPU memory cap (set just before:
+    graders/runner/memory_cap.py), {} without one."""
     x = rng.standard_normal(KNOWN_SHAPE) * 4
     x32 = from_f64(x, "float32")
     reply = session.request({"op": "known_answer"}, [x32], during="in the known-answer kernel",
@@ -176,6 +179,8 @@ def known_answer(session: Session, rng: np.random.Generator) -> None:
                          "Triton computed the grader's own known-answer kernel wrong "
                          f"(got {got[:3].tolist()}, expected {expected[:3].tolist()}): the "
                          "toolchain is broken (triton 3.6's interpreter needs numpy < 2.3)")
+    capped = reply.header.get("gpu_memory")
+    return capped if isinstance(capped, dict) else {}
 
 
 def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> ReadyRunner:
@@ -201,7 +206,7 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
         # only the first GPU work (the CUDA context, one small launch) waits for a timing
         with gate.shared() if gate else nullcontext():
             gated = time.monotonic()
-            known_answer(session, np.random.default_rng(secrets.randbits(64)))
+            capped = known_answer(session, np.random.default_rng(secrets.randbits(64)))
             gpu_s = time.monotonic() - gated
     except RunStopped as stop:
         runner.close()
@@ -211,8 +216,10 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
     runner.disarm()
     total = time.monotonic() - started
     log.info("runner ready in %.2f s: started %.2f, warmed %.2f (seed cache: %s), known answer "
-             "%.2f (%.2f of it past the GPU gate)", total, hello_s, warm_s, seed,
-             total - hello_s - warm_s, gpu_s)
+             "%.2f (%.2f of it past the GPU gate)%s", total, hello_s, warm_s, seed,
+             total - hello_s - warm_s, gpu_s,
+             f"; GPU memory cap {capped.get('cap')} of {capped.get('total')} bytes"
+             if capped else "")
     return ReadyRunner(runner, dict(hello), total,
                        {"runner_start_s": round(hello_s, 3), "warm_s": round(warm_s, 3),
                         "known_answer_s": round(total - hello_s - warm_s, 3),
@@ -247,7 +254,10 @@ class RunnerPool:
     def _seed(self) -> None:
         """Make the slot's seed cache (graders.isolation.seed_cache); runners started from then on
         copy it instead of compiling the known-answer kernel."""
-        cache = make_seed_cache(KNOWN_SHAPE, self.launcher.gpu_index, runner_env())
+        # the runners' environment, with their GPU memory cap, and through the GPU's gate
+        env = runner_env() | (cap_env(self.launcher.limits.gpu_memory_bytes)
+                              if self.launcher.gpu_index is not None else {})
+        cache = make_seed_cache(KNOWN_SHAPE, self.launcher.gpu_index, env, gate=self.gpu_gate)
         with self._cond:
             if self._closed:
                 remove_seed_cache(cache)

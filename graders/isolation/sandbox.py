@@ -29,6 +29,7 @@ from pathlib import Path
 
 from graders.isolation import jobuids
 from graders.isolation.cgroups import cgroups_disabled, cgroups_usable
+from graders.isolation.gpu_memory import cap_env
 from graders.isolation.jobuids import JobUids
 from graders.isolation.launch import _SHIM, RunnerJob
 from graders.isolation.limits import Limits
@@ -220,6 +221,7 @@ class BwrapLauncher:
         if self.gpu_index is not None and job.device != "cpu":
             args += _gpu_binds(self.gpu_index)
             env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(self.gpu_index)
+            env.update(cap_env(self.limits.gpu_memory_bytes))
         else:
             env["CUDA_VISIBLE_DEVICES"] = ""
         if self.seed_cache is not None:
@@ -253,6 +255,7 @@ class DirectLauncher:
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(self.gpu_index)
+            env.update(cap_env(self.limits.gpu_memory_bytes))
         if self.seed_cache is not None:
             env[SEED_CACHE_ENV] = str(self.seed_cache)
         return job.runner_argv(str(REPO_ROOT)), env

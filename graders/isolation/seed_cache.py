@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from graders.shared.gpuinfo import cuda_visible_devices
@@ -30,10 +31,12 @@ SEED_TIMEOUT_S = 120.0
 
 
 def make_seed_cache(known_shape: tuple[int, int], gpu_index: int | None,
-                    env: dict[str, str]) -> Path | None:
+                    env: dict[str, str], gate=None) -> Path | None:
     """Compile the known-answer kernel into a new folder readable by every job uid; its
     path, or None (logged) if that failed. ``env``: the runners' own environment, so
-    the cache keys match theirs."""
+    the cache keys match theirs (their GPU memory cap included). ``gate``: the GPU's gate
+    (graders.isolation.pool.GpuGate), passed shared as a runner's first GPU work is: the
+    compile reads the GPU through the driver, and no timing on the GPU sees it."""
     from graders.shared.paths import REPO_ROOT
 
     folder = Path(tempfile.mkdtemp(prefix="graders-seed-"))
@@ -42,9 +45,10 @@ def make_seed_cache(known_shape: tuple[int, int], gpu_index: int | None,
                    CUDA_VISIBLE_DEVICES="" if gpu_index is None else cuda_visible_devices(gpu_index))
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-I", "-c", _BOOT, str(REPO_ROOT),
-                               *map(str, known_shape)], env=run_env, cwd=folder,
-                              capture_output=True, text=True, timeout=SEED_TIMEOUT_S)
+        with gate.shared() if gate is not None else nullcontext():
+            proc = subprocess.run([sys.executable, "-I", "-c", _BOOT, str(REPO_ROOT),
+                                   *map(str, known_shape)], env=run_env, cwd=folder,
+                                  capture_output=True, text=True, timeout=SEED_TIMEOUT_S)
         failed = proc.returncode != 0 or not cache.is_dir()
         why = (proc.stderr or proc.stdout).strip()[-400:]
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -10,8 +10,10 @@ before a reply are kept, to word an overrun's message, and never believed furthe
 from __future__ import annotations
 
 import signal
+from contextlib import contextmanager
 from typing import Any, Callable
 
+from graders.isolation import gpu_memory
 from graders.isolation.launch import RunnerProcess
 from graders.isolation.sandbox import Limits
 from graders.shared import protocol
@@ -91,6 +93,23 @@ class Session:
         self.runner_sandboxed = sandboxed
         self.on_progress = on_progress
         self.last_progress: dict[str, Any] | None = None
+        self._extra: dict[str, Any] = {}  # fields every request carries (a timing's cap)
+
+    @contextmanager
+    def timing_memory(self):
+        """While this runner times (the GPU alone, graders.isolation.pool.GpuGate): its GPU
+        memory cap raised by the GPU's one timing reserve, in the runner (each ``perf``
+        request says so) and in the watch of what the driver reports."""
+        base = self.runner.gpu_cap
+        if not base:
+            yield
+            return
+        self.runner.gpu_cap = gpu_memory.timing_cap(base)
+        self._extra = {"gpu_memory_cap": self.runner.gpu_cap}
+        try:
+            yield
+        finally:
+            self.runner.gpu_cap, self._extra = base, {}
 
     def request(self, header: dict[str, Any], arrays: list[HostArray] | None = None,
                 during: str = "", trusted: bool = False,
@@ -102,7 +121,7 @@ class Session:
         self.last_progress = None
         try:
             self.runner.begin_call(budget_s)
-            self.runner.send(header, arrays)
+            self.runner.send({**header, **self._extra} if self._extra else header, arrays)
             while True:
                 reply = self.runner.receive()
                 if "progress" in reply.header and "ok" not in reply.header:
@@ -134,10 +153,32 @@ class Session:
             if kind in CHECK_FAILING or (raises_fail_check and kind in RAISED):
                 raise CallRefused(kind, message, line, str(error.get("traceback") or ""),
                                   error.get("healthy") is not False)
+            if kind == "memory_limit" and self._not_its_own_oom():
+                raise RunStopped(Verdict.GRADER_ERROR, gpu_memory.not_yours_message(during))
             raise RunStopped(_RUN_ENDING.get(kind, Verdict.RUNTIME_ERROR),
                              run_message(message, line, during, str(error.get("traceback") or "")),
                              line)
+        self._hold_to_cap(reply.header, during)
         return reply
+
+    def _not_its_own_oom(self) -> bool:
+        """A CUDA out-of-memory the job did not cause: the trusted side saw the GPU full
+        while the driver's figure for this job was within its cap (gpu_memory.oom_verdict)."""
+        runner = self.runner
+        if not runner.gpu_cap or runner.gpu_index is None:
+            return False
+        gpu_memory.SAMPLES.get(runner.gpu_index)  # a reading now notes a GPU full now
+        own = runner.gpu_usage()
+        full = gpu_memory.SAMPLES.full_recently(runner.gpu_index)
+        return gpu_memory.oom_verdict(runner.gpu_cap, own, full) == "grader_error"
+
+    def _hold_to_cap(self, header: dict[str, Any], during: str) -> None:
+        """A call's reply says what torch reserved at its peak: above the cap (the
+        submission lifted its fraction) the job is over it, by its own account."""
+        peak, cap = header.get("gpu_peak"), self.runner.gpu_cap
+        if cap and isinstance(peak, int) and not isinstance(peak, bool) and \
+                peak > cap + gpu_memory.PEAK_SLACK_BYTES:
+            raise RunStopped(Verdict.MEMORY_LIMIT, gpu_memory.over_cap_message(peak, cap, during))
 
     def _death(self, during: str) -> RunStopped:
         runner = self.runner
@@ -158,6 +199,11 @@ class Session:
             code = runner.proc.wait(timeout=10)
         except Exception:  # noqa: BLE001
             code = None
+        if runner.gpu_over:
+            return RunStopped(Verdict.MEMORY_LIMIT,
+                              gpu_memory.over_cap_message(
+                                  runner.gpu_over, gpu_memory.driver_limit(runner.gpu_cap),
+                                  during))
         if runner.out_of_memory:
             return RunStopped(Verdict.MEMORY_LIMIT,
                               f"the submission used more than {limits.memory_bytes >> 30} GiB of "

@@ -57,6 +57,7 @@ class Runner:
         self.requested_device = device
         self.module = None
         self.timed = None  # the last shape's timed outputs, until the checker has its rows
+        self.memory = None  # the GPU memory cap (graders.runner.memory_cap), on a GPU
 
     # -- start-up ---------------------------------------------------------------------
     def import_toolchain(self) -> None:
@@ -95,6 +96,10 @@ class Runner:
         from graders.runner.timing import clock
 
         self.clock = clock(torch)  # the timer's parts, before any submission code runs
+        if self.device == "cuda":
+            from graders.runner.memory_cap import MemoryCap, cap_from_env
+
+            self.memory = MemoryCap(torch, cap_from_env())  # set at the first GPU work
 
     def hello(self) -> dict[str, Any]:
         torch = self.torch
@@ -156,13 +161,16 @@ class Runner:
     def known_answer(self, arrays: list[HostArray]) -> tuple[dict, list[HostArray]]:
         from graders.runner.known_answer import row_logsumexp
 
+        # the cap before the first allocation: the known answer is this runner's first GPU
+        # work, and it passes the GPU gate
+        capped = self.memory.install() if self.memory is not None else {}
         out = row_logsumexp(self.to_tensor(arrays[0]))
         # the guard's first call on this device, here rather than in a check
         with self.guard.guarded_call(self.guard.CallGuard(""), self.device):
             self.torch.empty(1, device=self.device)
         if self.device == "cuda":
             self.torch.cuda.synchronize()
-        return {"ok": True}, [self.to_host(out)]
+        return {"ok": True, **({"gpu_memory": capped} if capped else {})}, [self.to_host(out)]
 
     def load(self, path: str, entry_points: list[str], attributes: list[str],
              hip: dict | None = None) -> dict[str, Any]:
@@ -240,6 +248,8 @@ class Runner:
         kwargs = {k: _decode(v, tensors) for k, v in header.get("kwargs", {}).items()}
         state = self.guard.CallGuard(self.submission)
         self.blocks.take_refusal()  # forget any refusal from before this call
+        if self.memory is not None:
+            self.memory.reset_peak()
         try:
             with self.guard.guarded_call(state, self.device):
                 result = fn(*args, **kwargs)
@@ -287,6 +297,8 @@ class Runner:
             "output_problem": problem,
             "launches": state.launches,
         }
+        if self.memory is not None and self.memory.cap:
+            reply["gpu_peak"] = self.memory.peak()  # believed only against the submission
         after = [self.to_host(t) for t in tensors]
         return reply, (outputs if problem is None else []) + after
 
@@ -310,6 +322,9 @@ class Runner:
             return _error("grader_error", "timing needs a GPU", None), []
         self.timed = None
         self.torch.cuda.empty_cache()
+        if self.memory is not None and header.get("gpu_memory_cap"):
+            # a timing has the GPU alone: the GPU's one timing reserve beside this job's cap
+            self.memory.install(int(header["gpu_memory_cap"]))
         try:
             reply, self.timed = timing.measure(self, header, _decode)
         except BaseException as exc:  # noqa: BLE001

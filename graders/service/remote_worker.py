@@ -18,7 +18,9 @@ then run side by side and each timing has the GPU alone, through a lock file per
 ``GRADERS_GPU_LOCK_DIR`` (default ``/run/graders-gpu-locks``): in containers, mount one
 volume there for both services (and only for services that see the GPU under the same
 index). Each needs its own ``GRADERS_JOB_UID_BASE`` range and ``WORKER_NAME``, as
-workers on different GPUs do.
+workers on different GPUs do, and ``GRADERS_GPU_SLOTS`` (how many share the GPU: each
+runner's GPU memory cap is sized from it; ``GRADERS_GPU_MEMORY_CAP_MIB`` sets the cap
+instead; graders/service/worker.py).
 """
 
 from __future__ import annotations

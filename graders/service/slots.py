@@ -92,7 +92,10 @@ class Slot:
         result = grader.grade()
         # no waiting for the replacements: while some are still starting, the GPU holds
         # less than the baseline (taken with all of them in place), never more
+        checking = time.monotonic()
         self.check_health(grader.close_report)
+        # after the grader's own duration_s, before the answer: part of what a student waits
+        result.phases["health_s"] = round(time.monotonic() - checking, 3)
         return result
 
     def close(self) -> None:

@@ -20,6 +20,11 @@ the only reader of these lines.
 ``--share-gpu`` (or ``GRADERS_SHARE_GPU=1`` in its environment): another worker grades on
 the same GPU (graders.service.slots, ``shares_gpu``); the two keep each other off their timings
 through the GPU's lock file in ``GRADERS_GPU_LOCK_DIR`` (graders.isolation.pool.GpuGate).
+
+Each runner on a GPU has a GPU memory cap (graders/isolation/gpu_memory.py): sized from the
+GPU's memory and ``--gpu-slots`` (``GRADERS_GPU_SLOTS``: how many slots grade on this GPU,
+this one included; 2 when it shares its GPU and says no more), or given in MiB with
+``--gpu-memory-cap-mib`` (``GRADERS_GPU_MEMORY_CAP_MIB``; 0: no cap).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from typing import Any, Callable, TextIO
 from graders.engine.plan import default_lanes, grading_device
 from graders.engine.registry import get_exercise
 from graders.engine.spec import SpecError
+from graders.isolation import gpu_memory
+from graders.isolation.limits import Limits
 from graders.service.slots import Slot
 from graders.shared.vocabulary import Device
 
@@ -84,17 +91,58 @@ def share_gpu_from_env() -> bool:
     return os.environ.get("GRADERS_SHARE_GPU", "").strip().lower() in ("1", "true", "yes")
 
 
+def _int_from_env(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    try:
+        return int(value) if value else None
+    except ValueError:
+        log.warning("%s=%r is not a whole number; ignored", name, value)
+        return None
+
+
+def gpu_slots(share_gpu: bool, given: int | None = None) -> int:
+    """The slots grading on this worker's GPU, this one included: as given (``--gpu-slots``,
+    else ``GRADERS_GPU_SLOTS``), else 2 for a shared GPU and 1 for one of its own."""
+    given = given if given is not None else _int_from_env("GRADERS_GPU_SLOTS")
+    return max(1, given) if given is not None else (2 if share_gpu else 1)
+
+
+def gpu_memory_cap(device: Device, gpu_index: int | None, slots: int, warm: int,
+                   cap_mib: int | None = None, total: int | None = None) -> int:
+    """One runner's GPU memory cap in bytes (0: none). Given in MiB (``--gpu-memory-cap-mib``,
+    else ``GRADERS_GPU_MEMORY_CAP_MIB``; 0 for none), else sized from the GPU's memory
+    (``total``, else what the driver reports) and its slots: gpu_memory.size_cap."""
+    if device is not Device.CUDA or gpu_index is None:
+        return 0
+    cap_mib = cap_mib if cap_mib is not None else _int_from_env("GRADERS_GPU_MEMORY_CAP_MIB")
+    if cap_mib is not None:
+        return max(0, cap_mib) * gpu_memory.MIB
+    total = total if total is not None else gpu_memory.total_bytes(gpu_index)
+    if not total:
+        log.warning("GPU %s reports no memory size (no nvidia-smi?): its runners have no GPU "
+                    "memory cap; set GRADERS_GPU_MEMORY_CAP_MIB", gpu_index)
+        return 0
+    return gpu_memory.size_cap(total, slots, default_lanes(device), warm)
+
+
 def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
                stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout,
-               share_gpu: bool = False) -> int:
+               share_gpu: bool = False, gpu_slots_given: int | None = None,
+               gpu_memory_cap_mib: int | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s worker %(levelname)s %(message)s")
     device = grading_device(device)
     share_gpu = share_gpu or share_gpu_from_env()
+    warm = default_warm(device) if warm is None else warm
+    cap = gpu_memory_cap(device, gpu_index, gpu_slots(share_gpu, gpu_slots_given), warm,
+                         gpu_memory_cap_mib)
+    if cap:
+        log.info("GPU %s: each runner's GPU memory cap is %s (%s while it times)", gpu_index,
+                 gpu_memory.describe(cap), gpu_memory.describe(gpu_memory.timing_cap(cap)))
     try:
         slot = Slot(f"worker-{device.value}-{gpu_index}{'-shared' if share_gpu else ''}",
-                    device, gpu_index=gpu_index, sandbox=sandbox,
-                    warm=default_warm(device) if warm is None else warm, shares_gpu=share_gpu)
+                    device, gpu_index=gpu_index, sandbox=sandbox, limits=Limits(
+                        gpu_memory_bytes=cap), warm=warm, shares_gpu=share_gpu)
     except OSError as exc:  # a shared GPU's lock file (GRADERS_GPU_LOCK_DIR) cannot be made
         log.error("the slot could not start: %s", exc)
         _answer(stdout, {"ready": False, "device": device.value,

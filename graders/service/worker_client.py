@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from graders.shared import gpu_sizing
 from graders.shared.paths import REPO_ROOT
 
 log = logging.getLogger("graders.service.worker_client")
@@ -32,6 +33,13 @@ class GradeOutcome:
     fault: str = ""  # why there is no result (a grader fault, never the student's)
     slot_healthy: bool = True
     slot_problem: str = ""
+
+
+def slots_per_gpu(cores: int, gpus: int, gpu_total_bytes: int | None) -> int:
+    """How many worker processes (slots) to drive on each GPU of a host with ``cores`` CPU
+    cores and ``gpus`` GPUs of ``gpu_total_bytes`` each (None: unknown): the graders' own
+    sizing (graders/shared/gpu_sizing.py; docs/deploy.md has the arithmetic)."""
+    return gpu_sizing.slots_per_gpu(cores, gpus, gpu_total_bytes)
 
 
 def die_with_parent() -> None:
@@ -62,8 +70,10 @@ class SlotWorker:
     """One ``graders worker`` process for one slot: started on first use, and again
     after it dies or overruns; a job that gets no answer is a grader fault (retried)."""
 
-    def __init__(self, argv: list[str], timeout_s: float):
-        self.argv, self.timeout_s = argv, timeout_s
+    def __init__(self, argv: list[str], timeout_s: float, env: dict[str, str] | None = None):
+        """``env``: what the worker's environment adds to this process's (its GPU's slots
+        and memory cap: graders/service/worker.py)."""
+        self.argv, self.timeout_s, self.env = argv, timeout_s, dict(env or {})
         self.proc: subprocess.Popen | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.jobs = 0
@@ -72,7 +82,8 @@ class SlotWorker:
         try:
             self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True, bufsize=1,
-                                         start_new_session=True, preexec_fn=die_with_parent)
+                                         start_new_session=True, preexec_fn=die_with_parent,
+                                         env={**os.environ, **self.env} if self.env else None)
         except OSError as exc:
             return f"could not start the grader worker: {exc}"
         self.lines = queue.Queue()

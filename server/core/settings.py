@@ -44,8 +44,12 @@ class Settings(BaseSettings):
     grading_slots: int = 0  # 0: every visible GPU, else one CPU-interpreter slot;
     # N: the first N GPUs (or N CPU-interpreter slots)
     # slots on each GPU, one worker process each: >1 runs one grading's checks beside
-    # another's (the GPU idles while a grading compiles); timings still take the GPU alone
-    slots_per_gpu: int = 1
+    # another's (the GPU idles while a grading compiles); timings still take the GPU alone.
+    # 0 (unset): sized from the host's CPU cores and GPU memory (server/grading/slot_sizing.py)
+    slots_per_gpu: int = 0
+    # each grading runner's GPU memory cap, in MiB (issue 43; graders/isolation/gpu_memory.py):
+    # unset, each slot's worker sizes it from its GPU's memory and the GPU's slots; 0: no cap
+    gpu_memory_cap_mib: int | None = None
     grader_timeout_s: float = 900  # the grader process as a whole (its runner has its own)
     grader_command: str = ""  # tests only: a stand-in for `python -m graders`
     max_grader_attempts: int = 3  # grader_error retried this often, then `error`

@@ -53,8 +53,19 @@ class GradersClient:
         self._workers: dict[tuple[str, int | None, str | None], SlotWorker] = {}
         self._workers_lock = threading.Lock()
 
+    def worker_env(self, device: str, gpu_slots: int) -> dict[str, str]:
+        """What a slot's worker is told of its GPU: how many slots grade on it (for the
+        size of each runner's GPU memory cap) and the cap, where GPU_MEMORY_CAP_MIB sets it
+        (graders/service/worker.py)."""
+        if device != "cuda":
+            return {}
+        env = {"GRADERS_GPU_SLOTS": str(max(1, gpu_slots))}
+        if self.settings.gpu_memory_cap_mib is not None:
+            env["GRADERS_GPU_MEMORY_CAP_MIB"] = str(max(0, self.settings.gpu_memory_cap_mib))
+        return env
+
     def _worker(self, device: str, gpu_index: int | None, slot: str | None = None,
-                share_gpu: bool = False) -> SlotWorker:
+                share_gpu: bool = False, gpu_slots: int | None = None) -> SlotWorker:
         with self._workers_lock:
             key = (device, gpu_index, slot)
             if key not in self._workers:
@@ -63,16 +74,19 @@ class GradersClient:
                     argv += ["--gpu-index", str(gpu_index)]
                 if share_gpu:
                     argv.append("--share-gpu")
-                self._workers[key] = SlotWorker(argv, self.settings.grader_timeout_s)
+                slots = gpu_slots or (max(2, self.settings.slots_per_gpu) if share_gpu else 1)
+                self._workers[key] = SlotWorker(argv, self.settings.grader_timeout_s,
+                                                env=self.worker_env(device, slots))
             return self._workers[key]
 
     def warm_up(self, device: str, gpu_index: int | None, slot: str | None = None,
-                share_gpu: bool = False) -> None:
+                share_gpu: bool = False, gpu_slots: int | None = None) -> None:
         """Start a slot's worker ahead of its first job (its runners take seconds).
         ``slot``: the slot's name, its worker's key; ``share_gpu``: other slots grade on
-        the same GPU (the worker's ``--share-gpu``)."""
+        the same GPU (the worker's ``--share-gpu``); ``gpu_slots``: how many, this one
+        included."""
         if self.persistent:
-            problem = self._worker(device, gpu_index, slot, share_gpu).warm_up()
+            problem = self._worker(device, gpu_index, slot, share_gpu, gpu_slots).warm_up()
             if problem:
                 log.error("slot %s (%s/%s): %s", slot, device, gpu_index, problem)
 
@@ -93,15 +107,15 @@ class GradersClient:
               gpu_index: int | None,
               on_check: Callable[[dict[str, Any]], None] | None = None,
               params: dict[str, Any] | None = None, slot: str | None = None,
-              share_gpu: bool = False) -> GradeOutcome:
+              share_gpu: bool = False, gpu_slots: int | None = None) -> GradeOutcome:
         """``on_check`` hears of each check as it ends (the slot's worker only; the
         one-shot stand-in grader says nothing until its result). ``params``: the student's
-        values of the exercise's parameters (server/domain/student_params.py). ``slot`` and
-        ``share_gpu``: as for ``warm_up``."""
+        values of the exercise's parameters (server/domain/student_params.py). ``slot``,
+        ``share_gpu`` and ``gpu_slots``: as for ``warm_up``."""
         if self.persistent:
             with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
                 path = write_submission(tmp, language, source)
-                return self._worker(device, gpu_index, slot, share_gpu).grade(
+                return self._worker(device, gpu_index, slot, share_gpu, gpu_slots).grade(
                     exercise, path, on_check, params)
         with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
             path = write_submission(tmp, language, source)

@@ -42,6 +42,7 @@ from .graders_client import GradeOutcome, GradersClient
 from .jobs import Claimer, Job, database_away, release, store
 from .outbox import Outbox, folder_for
 from .reaper import Reaper
+from .slot_sizing import sized_slots_per_gpu
 
 log = logging.getLogger("server.queue")
 
@@ -59,6 +60,7 @@ class SlotSpec:
     gpu_index: int | None
     in_service: bool = True
     shares_gpu: bool = False  # other slots grade on its GPU (SLOTS_PER_GPU > 1)
+    gpu_slots: int = 1  # the slots on its GPU, this one included (each runner's memory cap)
 
 
 def visible_gpus() -> list[int]:
@@ -70,7 +72,7 @@ def visible_gpus() -> list[int]:
 def default_slots(settings: Settings) -> list[SlotSpec]:
     """CPU: GRADING_SLOTS slots (at least one). GPU: SLOTS_PER_GPU slots on each visible
     GPU, or on the first GRADING_SLOTS of them; a GPU's first slot is gpu-N, the others
-    gpu-N-1, gpu-N-2..."""
+    gpu-N-1, gpu-N-2... SLOTS_PER_GPU unset (0): sized from the host (slot_sizing.py)."""
     gpus = visible_gpus()
     if settings.grader_device == "cpu" or (settings.grader_device == "auto" and not gpus):
         count = max(1, settings.grading_slots)
@@ -78,8 +80,10 @@ def default_slots(settings: Settings) -> list[SlotSpec]:
     gpus = gpus or [0]
     if settings.grading_slots:
         gpus = gpus[: settings.grading_slots]
-    per_gpu = max(1, settings.slots_per_gpu)
-    return [SlotSpec(f"gpu-{i}" + (f"-{k}" if k else ""), "cuda", i, shares_gpu=per_gpu > 1)
+    per_gpu = settings.slots_per_gpu if settings.slots_per_gpu > 0 else \
+        sized_slots_per_gpu(gpus)
+    return [SlotSpec(f"gpu-{i}" + (f"-{k}" if k else ""), "cuda", i, shares_gpu=per_gpu > 1,
+                     gpu_slots=per_gpu)
             for i in gpus for k in range(per_gpu)]
 
 
@@ -178,7 +182,7 @@ class LocalPool:
     def _work(self, slot: SlotSpec) -> None:
         # a worker process per slot (by name): two slots on one GPU are two processes
         self.client.warm_up(slot.device, slot.gpu_index, slot=slot.name,
-                            share_gpu=slot.shares_gpu)
+                            share_gpu=slot.shares_gpu, gpu_slots=slot.gpu_slots)
         while not self._stopping and slot.in_service:
             try:
                 # the lease starts with the claim: the reaper renews it from here on
@@ -209,7 +213,8 @@ class LocalPool:
                                         self.grading, j.id, j.attempt, c),
                                     params=params_for(self.settings, self.exercises or {},
                                                       job.exercise, job.username),
-                                    slot=slot.name, share_gpu=slot.shares_gpu)
+                                    slot=slot.name, share_gpu=slot.shares_gpu,
+                                    gpu_slots=slot.gpu_slots)
         with self._held_lock:
             self._storing[slot.name] = self._grading.pop(slot.name)
         # The slot claims no new work until its result is stored. While the database cannot
