@@ -10,7 +10,8 @@ from graders.engine.spec import SpecError, load_spec
 from graders.proof.selftest import collect
 from graders.shared.vocabulary import Device
 
-EXERCISES = ["masked_softmax", "online_softmax", "safe_softmax"]
+EXERCISES = ["causal_block_skip", "log_softmax_xent", "masked_softmax", "online_softmax",
+             "safe_softmax"]
 
 
 def test_the_three_exercises_are_discovered():
@@ -42,6 +43,14 @@ def test_issue_check_names_are_present():
                                             "combine_commutative", "combine_neg_inf_guard",
                                             "row_stats_match_two_pass", "long_rows", "poisoned_row",
                                             "byte_count_answers"}
+    assert set(names["causal_block_skip"]) >= {"causal_rows", "masked_tiles", "fully_masked_rows",
+                                               "straddling_tile", "nothing_masked", "long_rows",
+                                               "half_precision", "poisoned_row",
+                                               "byte_count_answers"}
+    assert set(names["log_softmax_xent"]) >= {"overflow_row", "neg_inf_but_one",
+                                              "fully_neg_inf_row", "long_rows", "target_edges",
+                                              "ignore_index", "all_ignored", "half_inputs",
+                                              "traffic_answers"}
 
 
 def test_long_rows_are_long_enough():
@@ -87,7 +96,13 @@ def test_every_mutant_names_a_known_check_and_each_exercise_has_references():
     for required in [("safe_softmax", "poisoned_row"), ("safe_softmax", "non_power_of_two_cols"),
                      ("safe_softmax", "long_rows"), ("safe_softmax", "rejected"),
                      ("masked_softmax", "fully_masked_row"), ("masked_softmax", "padding_mask"),
-                     ("masked_softmax", "causal"), ("online_softmax", "combine_neg_inf_guard")]:
+                     ("masked_softmax", "causal"), ("online_softmax", "combine_neg_inf_guard"),
+                     ("causal_block_skip", "fully_masked_rows"),
+                     ("causal_block_skip", "straddling_tile"),
+                     ("causal_block_skip", "masked_tiles"),
+                     ("log_softmax_xent", "overflow_row"), ("log_softmax_xent", "target_edges"),
+                     ("log_softmax_xent", "ignore_index"), ("log_softmax_xent", "half_inputs"),
+                     ("log_softmax_xent", "rejected")]:
         assert required in named, required
     for case in mutants:
         assert case.why, f"{case.path} should say why it is wrong"

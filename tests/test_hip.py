@@ -60,7 +60,12 @@ def test_hip_is_graded_on_the_float32_checks_only():
     assert all(c.params[d].get("dtypes") in (None, ["float32"]) for c in safe for d in c.params)
     online = [c.name for c in applicable_checks(get_exercise("online_softmax"), Language.HIP)]
     assert online == ["row_stats_match_two_pass", "long_rows", "poisoned_row", "tiny_shapes"]
-    for name in ("safe_softmax", "masked_softmax", "online_softmax"):
+    causal = [c.name for c in applicable_checks(get_exercise("causal_block_skip"), Language.HIP)]
+    assert "half_precision" not in causal and "byte_count_answers" not in causal
+    xent = [c.name for c in applicable_checks(get_exercise("log_softmax_xent"), Language.HIP)]
+    assert xent == ["overflow_row", "neg_inf_but_one", "fully_neg_inf_row", "long_rows"]
+    for name in ("safe_softmax", "masked_softmax", "online_softmax", "causal_block_skip",
+                 "log_softmax_xent"):
         points = sum(c.points for c in applicable_checks(get_exercise(name), Language.HIP))
         assert points == pytest.approx(100)
 

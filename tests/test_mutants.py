@@ -137,7 +137,8 @@ def test_every_course_mutant_is_a_patch_that_applies(tmp_path):
             # the file is the bug: a whole other design belongs in from_scratch/
             assert len(changed) <= MOST_CHANGED_LINES, f"{mutant.label}: {len(changed)} lines"
             count += 1
-    assert count == 39
+    assert count == 39 + 9 + 10  # causal_block_skip's 9 (8 of solution.py, 1 of solution.hip),
+    # log_softmax_xent's 10
 
 
 MOST_CHANGED_LINES = 40
@@ -150,6 +151,9 @@ def test_kernels_written_from_scratch_are_whole_files_the_selftest_grades():
 
     cases = [c for c in collect() if c.path.parent.name == "from_scratch"]
     assert sorted(c.label for c in cases) == [
+        "causal_block_skip/from_scratch/reads_whole_row.py",
+        "log_softmax_xent/from_scratch/torch_cross_entropy.py",
+        "log_softmax_xent/from_scratch/torch_log_of_softmax.py",
         "masked_softmax/from_scratch/boolean_mask.py",
         "masked_softmax/from_scratch/causal_skip_tiles.py",
         "masked_softmax/from_scratch/online_tiles_attention_style.py",
@@ -185,6 +189,8 @@ def test_kernels_written_from_scratch_are_whole_files_the_selftest_grades():
     assert by_name["numpy_round_trip.py"] == ("rejected",)
     assert by_name["boolean_mask.py"] == ("additive_bias", "(only)")
     assert by_name["torch_softmax_inside.py"] == ("rejected",)
+    # the torch shortcuts of log-softmax and cross-entropy, refused as torch's math
+    assert by_name["torch_log_of_softmax.py"] == by_name["torch_cross_entropy.py"] == ("rejected",)
     assert by_name["row_per_program_naive_exp.py"] == ("poisoned_row", "underflow", "long_rows")
 
 

@@ -118,6 +118,17 @@ def test_the_graded_shapes_are_the_issues(tmp_path):
     assert math.isclose(get_exercise("online_softmax").performance.points, 100)
 
 
+def test_causal_block_skip_counts_only_the_bytes_the_causal_structure_requires():
+    """y written whole + x read only where row i sees it, n_i = min(C, max(0, i + offset + 1)):
+    a kernel that loads the whole row moves more, so it cannot reach the copy ceiling."""
+    for shape in get_exercise("causal_block_skip").performance.shapes:
+        size = {"float32": 4, "bfloat16": 2}[shape.dtype]
+        offset, rows, cols = shape.kwargs["offset"], shape.rows, shape.cols
+        seen = sum(min(cols, max(0, i + offset + 1)) for i in range(rows))
+        assert shape.bytes_moved == size * (rows * cols + seen), shape.label
+        assert shape.bytes_moved <= 0.8 * 2 * size * rows * cols, shape.label
+
+
 def test_a_runner_being_made_ready_keeps_the_gpu_free_while_it_compiles(tmp_path):
     """Timing waits for warm runners only while they touch the GPU (the CUDA context, one
     small launch), not while they compile and import: on the H200 a burst's gradings

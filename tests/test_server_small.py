@@ -144,6 +144,7 @@ def test_the_leaderboard_reads_no_source_and_is_served_from_cache_until_a_change
 def test_exercises_are_listed_in_the_courses_order(client):
     """Issue 14: listed alphabetically, exercise 1 (safe softmax) came last."""
     names = [e["name"] for e in client.get("/api/exercises").json()["exercises"]]
-    assert names == ["safe_softmax", "masked_softmax", "online_softmax"]
+    assert names == ["safe_softmax", "masked_softmax", "online_softmax", "log_softmax_xent",
+                     "causal_block_skip"]
     page = client.get("/exercises").text
     assert page.index("Safe softmax") < page.index("Masked softmax") < page.index("Online softmax")

@@ -102,9 +102,11 @@ def compare_rows(got: HostArray, expected: np.ndarray, tol: Tolerance, *, dtype:
         return None
 
     nan_per_row = np.isnan(g).sum(axis=1)
-    inf_per_row = np.isinf(g).sum(axis=1)
+    # an infinity the reference holds too (a log-probability of -inf) is not wrong
+    wrong_inf = np.isinf(g) & outside
+    inf_per_row = wrong_inf.sum(axis=1)
     row_error = np.where(outside, ratio, 0.0).max(axis=1)
-    order = np.lexsort((-row_error, -inf_per_row, -nan_per_row))
+    order = np.lexsort((-row_error, -inf_per_row, -nan_per_row, ~outside.any(axis=1)))
     r = int(order[0])
     gr, er = g[r], expected[r]
     cols = gr.shape[0]
@@ -114,8 +116,8 @@ def compare_rows(got: HostArray, expected: np.ndarray, tol: Tolerance, *, dtype:
                 else f"row {r} has {nan_per_row[r]} NaN values (first at column {first})")
         symptom, focus = "nan", first
     elif inf_per_row[r]:
-        focus = int(np.argmax(np.isinf(gr)))
-        symptom, text = "inf", f"row {r} holds inf at column {focus}"
+        focus = int(np.argmax(wrong_inf[r]))
+        symptom, text = "inf", f"row {r} holds {fmt(gr[focus])} at column {focus}"
     elif probabilities and not gr.any() and er.any():
         symptom, text, focus = "zeros", f"row {r} is all zeros (it should sum to 1)", int(np.argmax(er))
     elif probabilities and not er.any() and gr.any():

@@ -78,11 +78,13 @@ DESIGNS = ((2, "a fused single pass (1 read + 1 write)"),
            (4, "the textbook 3-pass design (max, sum, normalise: 3 reads + 1 write)"))
 
 
-def speed_diagnosis(f: ShapeFigures) -> dict[str, Any]:
+def speed_diagnosis(f: ShapeFigures, designs: tuple[tuple[float, str], ...] = DESIGNS
+                    ) -> dict[str, Any]:
     """What a shape's time says, in the traffic table's terms (issue 30): the bytes per
     element a kernel at the copy's speed would have moved in that time, against the least
-    the shape needs. Words only: never part of the score, computed here from the figures
-    the checker itself derived."""
+    the shape needs. ``designs`` is the entry point's own table when its spec gives one
+    (``[performance.designs]``). Words only: never part of the score, computed here from
+    the figures the checker itself derived."""
     elements = f.rows * f.cols
     size = ELEMENT_BYTES.get(f.dtype)
     if not elements or size is None or f.fraction <= 0:
@@ -96,9 +98,10 @@ def speed_diagnosis(f: ShapeFigures) -> dict[str, Any]:
         out["text"] = (f"at the copy ceiling: about the least this shape must move, "
                        f"{least:.0f} B an element")
         return out
-    nearest = min(DESIGNS, key=lambda d: abs(d[0] - passes))
+    nearest = min(designs, key=lambda d: abs(d[0] - passes))
     design = f"like {nearest[1]}" if abs(nearest[0] - passes) <= 0.5 else (
-        "more than any design of the traffic table moves" if passes > 4.5 else "")
+        "more than any design of the traffic table moves"
+        if passes > max(d[0] for d in designs) + 0.5 else "")
     out["text"] = (f"ran in the time of {like:.0f} B an element at the copy's speed, "
                    f"{passes:.1f} traversals of x, where {least:.0f} B ({least / size:.2g}) is "
                    f"the least" + (f": {design}" if design else "") +
@@ -181,7 +184,7 @@ class PerformanceRun:
     def diagnosis(self, f: ShapeFigures) -> dict[str, Any]:
         """The time in the traffic table's terms, then what the compiled kernels say."""
         kernels, limits = self.compiled.get(f.label, (None, None))
-        return {**speed_diagnosis(f),
+        return {**speed_diagnosis(f, self.spec.designs.get(f.fn, DESIGNS)),
                 **kernel_words(kernels, limits, at_ceiling=f.fraction >= AT_THE_CEILING,
                                elements=f.rows * f.cols)}
 
@@ -191,12 +194,13 @@ class PerformanceRun:
         above 1.05 once, when something else on the host (a runner being made touching
         the driver) slows the copies of that run; a kernel that is not doing the work
         stays above on the second run too."""
+        believable = shape.believable or BELIEVABLE_FRACTION
         result = self._time_once(shape)
-        if result.fraction > BELIEVABLE_FRACTION:
+        if result.fraction > believable:
             first = result.fraction
             result = self._time_once(shape)
             result.retimed_from = round(first, 4)
-        if result.fraction > BELIEVABLE_FRACTION:
+        if result.fraction > believable:
             raise PerformanceRejected(
                 f"{shape.fn} at {shape.label} reported {result.gbs:.0f} GB/s, "
                 f"{result.fraction:.2f}× the {result.copy_gbs:.0f} GB/s of a plain copy of the "
@@ -253,14 +257,15 @@ class PerformanceRun:
             if got.dtype != recipe.dtype or not np.array_equal(got.data.reshape(-1), want.data[0]):
                 raise PerformanceRejected(f"timed call {c} changed its input `{recipe.name}` "
                                           f"(row {row}) {during}: inputs must not be modified")
-        tol = self.tolerances[shape.dtype]
+        tol = self.tolerances[shape.output_dtype]
         for (c, row), got in zip(out_picks, got_out):
             inputs = {r.name: perfinputs.host_rows(r, perfinputs.call_seed(seed, c, j),
                                                    np.array([row])).to_f64()
                       for j, r in enumerate(shape.inputs)}
             expected = self.checks.performance_reference(shape, inputs, np.array([row]))
             failure = compare_rows(type(got)(got.data.reshape(1, -1), got.dtype), expected, tol,
-                                   dtype=shape.dtype)
+                                   dtype=shape.output_dtype,
+                                   probabilities=self.spec.probabilities)
             if failure is not None:
                 raise PerformanceRejected(
                     f"the output of timed call {c + 1} is wrong {during} (row {row}: "

@@ -64,8 +64,10 @@ class PerfShape:
     """One graded GPU shape: a call of an entry point on inputs made from a seed.
 
     ``args``/``kwargs`` hold literals and ``"@name"`` references to ``inputs``; the output
-    is shaped like the first input. Bytes moved = the least any implementation must move:
-    every input read once + the output written once, unless the spec gives ``bytes``
+    has the first input's rows (what the checker reads back) and dtype, or ``output``'s
+    dtype where given (a loss per row: float32 [R]). Bytes moved = the least any
+    implementation must move: every input read once + the output written once (shaped like
+    the first input), unless the spec gives ``bytes``
     (a causal mask means the masked half of x need not be read at all).
     """
 
@@ -75,6 +77,11 @@ class PerfShape:
     kwargs: dict[str, Any]
     label: str
     min_bytes: int | None = None
+    output: str | None = None  # the output's dtype, when it is not the first input's
+    # the fraction of the copy above which a timing is refused as impossible, when not
+    # performance.py's 1.05: a kernel that only reads may outrun a copy, which reads half
+    # its bytes and writes the other half
+    believable: float | None = None
 
     @property
     def bytes_moved(self) -> int:
@@ -94,11 +101,21 @@ class PerfShape:
     def dtype(self) -> str:
         return self.inputs[0].dtype
 
+    @property
+    def output_dtype(self) -> str:
+        return self.output or self.dtype
+
 
 @dataclass(frozen=True)
 class PerformanceSpec:
     points: float
     shapes: tuple[PerfShape, ...]
+    # how a timed call's rows are judged: as softmax rows (the [0, 1] range and the sum
+    # rule), or as plain values (log-probabilities, losses)
+    probabilities: bool = True
+    # per entry point, its traffic table for the speed words: (traversals of the first
+    # input, the design that moves that much); none: the softmax module's (performance.py)
+    designs: dict[str, tuple[tuple[float, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -184,7 +201,9 @@ def _load_performance(raw: dict[str, Any], entry_points: list[str], where: str
             if not (isinstance(desc, list) and 3 <= len(desc) <= 4):
                 raise SpecError(f"{swhere}: input {name} should be [rows, cols, dtype, kind?]")
             kind = desc[3] if len(desc) == 4 else "uniform"
-            if kind not in KINDS or desc[2] not in FLOAT_DTYPES:
+            # class indices are int64; every other kind is a float tensor
+            dtypes = ("int64",) if kind == "class_index" else FLOAT_DTYPES
+            if kind not in KINDS or desc[2] not in dtypes:
                 raise SpecError(f"{swhere}: input {name}: unknown kind or dtype")
             recipes.append(InputRecipe(name, kind, int(desc[0]), int(desc[1]), desc[2]))
         if not recipes:
@@ -204,8 +223,30 @@ def _load_performance(raw: dict[str, Any], entry_points: list[str], where: str
             # a shape's figures, words and table row are known by its label
             raise SpecError(f"{swhere}: another timed shape is labelled {label!r}: give "
                             "each its own label")
-        shapes.append(PerfShape(fn, tuple(recipes), args, kwargs, str(label), min_bytes))
-    return PerformanceSpec(points=float(perf.get("points", 100)), shapes=tuple(shapes))
+        output = item.get("output")
+        if output is not None and output not in FLOAT_DTYPES:
+            raise SpecError(f"{swhere}: output should be one of {', '.join(FLOAT_DTYPES)}")
+        if recipes[0].kind == "class_index":
+            raise SpecError(f"{swhere}: the first input is the one timed rows are read "
+                            "from and sized by: a float tensor, not class indices")
+        believable = item.get("believable")
+        if believable is not None and (not isinstance(believable, (int, float))
+                                       or not 1.0 < believable <= 1.5):
+            raise SpecError(f"{swhere}: believable should be a fraction of the copy "
+                            "above 1 and at most 1.5")
+        shapes.append(PerfShape(fn, tuple(recipes), args, kwargs, str(label), min_bytes,
+                                output, None if believable is None else float(believable)))
+    designs = {}
+    for fn, table in dict(perf.get("designs", {})).items():
+        if fn not in entry_points or not isinstance(table, list) or not all(
+                isinstance(d, list) and len(d) == 2 and isinstance(d[0], (int, float))
+                and isinstance(d[1], str) for d in table):
+            raise SpecError(f"{where}: performance.designs.{fn} should be an entry point's "
+                            "list of [traversals, \"the design\"]")
+        designs[fn] = tuple((float(d[0]), d[1]) for d in table)
+    return PerformanceSpec(points=float(perf.get("points", 100)), shapes=tuple(shapes),
+                           probabilities=bool(perf.get("probabilities", True)),
+                           designs=designs)
 
 
 def _load_hip(raw: dict[str, Any], where: str) -> HipSpec | None:

@@ -74,7 +74,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
     pool_size = max(2, min(8, math.ceil(2 * l2 / max(1, input_bytes))))
     max_reps = max(min_reps, min(max_reps, KEEP_MAX_BYTES // max(1, out_bytes)))
 
-    pool = [[torch.empty((r.rows, r.cols), dtype=perfinputs.torch_dtype(torch, r.dtype),
+    pool = [[torch.empty(r.shape, dtype=perfinputs.torch_dtype(torch, r.dtype),
                          device="cuda") for r in recipes] for _ in range(pool_size)]
     flush = torch.empty(max(FLUSH_MIN_BYTES, 4 * l2) // 4, dtype=torch.int32, device="cuda")
     # the copy moves what the checker says the algorithm must: half read, half written
@@ -179,7 +179,7 @@ def warm_up(runner, header: dict[str, Any], decode) -> dict[str, Any]:
     torch, guard = runner.torch, runner.guard
     fn = getattr(runner.module, header["fn"])
     recipes = [InputRecipe.from_json(d) for d in header["inputs"]]
-    inputs = [torch.empty((r.rows, r.cols), dtype=perfinputs.torch_dtype(torch, r.dtype),
+    inputs = [torch.empty(r.shape, dtype=perfinputs.torch_dtype(torch, r.dtype),
                           device="cuda") for r in recipes]
     for j, (r, t) in enumerate(zip(recipes, inputs)):
         perfinputs.fill(torch, t, r, perfinputs.call_seed(int(header["seed"]), -1, j))

@@ -23,7 +23,7 @@ from graders.shared.arrays import HostArray, from_f64
 
 M32 = 0xFFFFFFFF
 GOLDEN = 0x9E3779B1
-KINDS = ("uniform", "prefix_mask")
+KINDS = ("uniform", "prefix_mask", "class_index")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,9 @@ class InputRecipe:
     ``uniform``: values uniform in [lo, hi).
     ``prefix_mask``: an additive mask, 0.0 for the first n_r columns of row r and -inf
     after them, n_r in [1, cols] from the hash (a padding mask: no row fully masked).
+    ``class_index``: an int64 vector of ``rows`` class indices, each in [0, cols) from the
+    hash (a classifier's targets: one column of each row of the logits); its rows are
+    single values.
     """
 
     name: str
@@ -44,7 +47,13 @@ class InputRecipe:
     hi: float = 4.0
 
     @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.rows,) if self.kind == "class_index" else (self.rows, self.cols)
+
+    @property
     def nbytes(self) -> int:
+        if self.kind == "class_index":
+            return self.rows * 8
         return self.rows * self.cols * (4 if self.dtype == "float32" else 2)
 
     def to_json(self) -> dict[str, Any]:
@@ -86,6 +95,8 @@ def host_rows(recipe: InputRecipe, seed: int, rows: np.ndarray) -> HostArray:
     """The given rows of the input, as the runner made them."""
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.arange(recipe.cols, dtype=np.int64)
+    if recipe.kind == "class_index":  # one value a row, as a one-column row
+        return HostArray((_np_hash(rows, seed) % recipe.cols).reshape(-1, 1), "int64")
     if recipe.kind == "prefix_mask":
         n = _np_hash(rows, seed) % recipe.cols + 1
         values = np.where(cols[None, :] < n[:, None], 0.0, -np.inf)
@@ -106,6 +117,10 @@ def _np_hash(idx: np.ndarray, seed: int) -> np.ndarray:
 def fill(torch, out, recipe: InputRecipe, seed: int) -> None:
     """Write the whole input into the existing tensor ``out`` (no new allocation kept)."""
     device = out.device
+    if recipe.kind == "class_index":
+        rows = torch.arange(recipe.rows, dtype=torch.int64, device=device)
+        out.copy_(_torch_hash(torch, rows, seed) % recipe.cols)
+        return
     if recipe.kind == "prefix_mask":
         rows = torch.arange(recipe.rows, dtype=torch.int64, device=device)
         n = _torch_hash(torch, rows, seed) % recipe.cols + 1
@@ -132,4 +147,4 @@ def _torch_hash(torch, idx, seed: int):
 
 def torch_dtype(torch, name: str):
     return {"float32": torch.float32, "float16": torch.float16,
-            "bfloat16": torch.bfloat16}[name]
+            "bfloat16": torch.bfloat16, "int64": torch.int64}[name]
