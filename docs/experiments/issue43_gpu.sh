@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Issue 43 on the H200: one GPU's slots, each job's GPU memory cap, where a grading's time
+# goes. Usage on the device, from the repo root: bash docs/experiments/issue43_gpu.sh PART...
+# PART: captests | latency | loadN (N slots sharing the GPU, 2 copies of the mix) |
+#       b2bN (12 references back to back through the real server, N slots) | verdicts
+# (the selftest of the tree before issue 43, carried as .old/old.tar.gz, against this one).
+# Results go to $OUT.
+set -uo pipefail
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+source docs/experiments/gpu_run.sh >/dev/null 2>&1
+set +e
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+nproc
+strip() { sed -E 's/ +\[[0-9.]+ s\]$//; s/ in [0-9]+ s$//' "$1" | grep -E '^(ok|WRONG) |as expected'; }
+for part in "$@"; do
+  t0=$(date +%s)
+  case "$part" in
+    captests)
+      timeout ${CAP_TIMEOUT:-120} python3 -m pytest -q -m gpu -p no:cacheprovider \
+        tests/test_gpu_memory_cap.py ${CAP_MORE:-} 2>&1 | tail -15 | tee "$OUT/captests.log" ;;
+    latency)
+      timeout ${LATENCY_TIMEOUT:-150} python3 docs/experiments/worker_latency.py --device cuda \
+        --repeat 12 --out "$OUT/latency.json" 2>&1 | tail -30 | tee "$OUT/latency.log" ;;
+    load*)
+      n=${part#load}
+      timeout ${LOAD_TIMEOUT:-200} python3 -m graders bench --load --device cuda --rounds 2 \
+        --slots-per-gpu "$n" --out "$OUT/load$n.md" > "$OUT/load$n.log" 2>&1
+      echo "load $n slots: rc $?"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30 ;;
+    b2b*)
+      n=${part#b2b}
+      timeout ${B2B_TIMEOUT:-200} python3 -m graders bench --back-to-back 12 --device cuda \
+        --slots-per-gpu "$n" --out "$OUT/b2b$n.md" > "$OUT/b2b$n.log" 2>&1
+      echo "back to back, $n slots: rc $?"; tail -25 "$OUT/b2b$n.log" ;;
+    verdicts)
+      mkdir -p /tmp/old && tar xzf .old/old.tar.gz -C /tmp/old && chmod -R o+rX /tmp/old && chmod o+x /tmp/old
+      (cd /tmp/old && timeout 280 python3 -m graders selftest --device cuda --jobs 8) > "$OUT/selftest_old.log" 2>&1
+      echo "old tree: $(tail -1 "$OUT/selftest_old.log")"
+      timeout 280 python3 -m graders selftest --device cuda --jobs 8 > "$OUT/selftest_new.log" 2>&1
+      echo "new tree: $(tail -1 "$OUT/selftest_new.log")"
+      if diff <(strip "$OUT/selftest_old.log") <(strip "$OUT/selftest_new.log") > "$OUT/selftest.diff"; then
+        echo "every selftest line the same, old and new tree ($(strip "$OUT/selftest_new.log" | grep -c '^ok ') ok lines)"
+      else
+        echo "selftest lines differ (< old, > new):"; cat "$OUT/selftest.diff"
+      fi ;;
+  esac
+  echo "[$part: $(( $(date +%s) - t0 )) s]"
+done
