@@ -30,9 +30,10 @@ MIN_CAP_BYTES = 1 * GIB  # below this a GPU check's inputs and outputs may not f
 # a slot is sized on memory only if each of its checking runners gets at least this
 SLOT_MIN_CAP_BYTES = 2 * GIB
 # cores one slot keeps busy: its lanes compile at once (4 on a GPU), and its runners are
-# made beside them (torch's imports, a CUDA context): an estimate, measured against 2, 4
-# and 6 slots on the H200's 16 cores
-CORES_PER_SLOT = 4
+# made beside them (torch's imports, a CUDA context). Measured on the H200's 16 cores
+# (docs/benchmarks.md, issue 43): 4 slots gave 1,066 gradings an hour against 987 with 2,
+# each grading twice as slow (p50 10.9 s), the cores saturated: so 8 cores a slot, 2 there
+CORES_PER_SLOT = 8
 MAX_SLOTS_PER_GPU = 8
 LANES = 4  # a grading's runners on a GPU (graders/engine/plan.py default_lanes)
 WARM = 2 * LANES + 1  # runners a slot keeps ready (graders/service/worker.py default_warm)
