@@ -128,8 +128,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--load", action="store_true",
                    help="instead: grade the mix through the real queue on one GPU (or one "
                         "CPU slot) and report latency per class and gradings per hour")
+    b.add_argument("--back-to-back", type=int, default=0, metavar="N",
+                   help="instead: N passing references through the real server, one at a "
+                        "time, each answered before the next is sent (p50, p95, the first "
+                        "after start)")
     b.add_argument("--device", choices=[d.value for d in Device], default="auto",
-                   help="with --load: the slot's device")
+                   help="with --load or --back-to-back: the slot's device")
     b.add_argument("--slots-per-gpu", type=int, default=1,
                    help="with --load on a GPU: slots sharing it (the server's SLOTS_PER_GPU)")
     b.add_argument("--rounds", type=int, default=1,
@@ -169,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
                      if v is not None}
             return run_worker(Device(args.device), args.gpu_index, not args.no_sandbox, args.warm,
                               share_gpu=args.share_gpu, **given)
+        if args.command == "bench" and args.back_to_back:
+            from graders.bench.back_to_back import run_back_to_back
+
+            return run_back_to_back(args.out, args.back_to_back, device=args.device,
+                                    slots_per_gpu=args.slots_per_gpu)
         if args.command == "bench" and args.load:
             from graders.bench.load import run_load_bench
 

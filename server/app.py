@@ -194,8 +194,28 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         return JSONResponse(status_code=503, headers={"Retry-After": "2"},
                             content={"detail": detail})
 
+    def readiness(request: Request) -> dict:
+        """Whether every grading slot of this server is warm (its runners started, the seed
+        cache built): a first grading sent before then waits for them."""
+        dispatcher = getattr(request.app.state, "dispatcher", None)
+        counts = getattr(dispatcher, "readiness", lambda: None)()
+        if counts is None:
+            return {"ready": True}
+        warm, slots = counts
+        return {"ready": warm >= slots, "slots": slots, "slots_warm": warm}
+
     @app.get("/api/health", tags=["health"])
-    def health():
-        return {"ok": True}
+    def health(request: Request):
+        """Liveness: the server answers (whether its slots are warm yet is told too)."""
+        return {"ok": True, **readiness(request)}
+
+    @app.get("/api/ready", tags=["health"])
+    def ready(request: Request):
+        """Readiness: 200 once every slot is warm, 503 before (a load balancer, compose's
+        health check and the benches wait on this one)."""
+        state = readiness(request)
+        if state["ready"]:
+            return state
+        return JSONResponse(status_code=503, headers={"Retry-After": "2"}, content=state)
 
     return app

@@ -452,6 +452,27 @@ def test_a_lane_can_take_a_runner_that_becomes_ready_while_it_waits():
         pool.close()
 
 
+def test_a_pool_is_filled_only_when_every_warm_runner_is_ready():
+    """A worker says ready after ``wait_filled``: by then every runner it keeps warm has
+    started, so its first grading's lanes find theirs as every later grading does."""
+    from graders.isolation.pool import RunnerPool
+
+    pool = RunnerPool(Device.CPU, FakeRunnerLauncher("uniform"), warm=3)
+    try:
+        pool.fill()
+        assert pool.wait_filled(timeout_s=60) == ""
+        assert pool.ready_count == 3
+    finally:
+        pool.close()
+    broken = RunnerPool(Device.CPU, FakeRunnerLauncher("dies_at_start"), warm=2)
+    try:
+        broken.fill()
+        assert broken.wait_filled(timeout_s=60) != ""  # none could start: it says why
+        assert broken.ready_count == 0
+    finally:
+        broken.close()
+
+
 def test_the_seed_cache_is_hit_copied_or_missed_as_the_runner_says(tmp_path, monkeypatch):
     """A runner copies the grader's seed into its own Triton cache and compiles; it says
     "hit" only when the compile added nothing, so a stale seed shows as "miss"."""

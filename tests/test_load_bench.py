@@ -69,13 +69,16 @@ def test_throughput_and_class_rows_on_fake_timestamps():
 
 
 def test_the_section_says_whether_the_target_is_met():
-    fast = [_record(i, "passing", 0, 8 * i, 8 * i + 8) for i in range(5)]  # 450 an hour
+    # issue 43's target: >= 2,000 an hour on one H200, no non-hostile grading over 10 s
+    fast = [_record(i, "passing", 0, 1.5 * i, 1.5 * i + 1.5) for i in range(5)]  # 2,400/h
     text = render_section(fast, "cuda", 1, [])
-    assert text.startswith(SECTION) and "**450 gradings per hour**" in text
+    assert text.startswith(SECTION) and "**2400 gradings per hour**" in text
     assert "**met**" in text
-    slow = fast + [_record(9, "mutant", 0, 40, 65)]  # one non-hostile grading of 25 s
+    slow = fast + [_record(9, "mutant", 0, 7.5, 18.5)]  # one non-hostile grading of 11 s
     text = render_section(slow, "cuda", 1, [])
-    assert "**missed**" in text and "over 20 s" in text
+    assert "**missed**" in text and "1 non-hostile gradings over 10 s" in text
+    sparse = [_record(i, "passing", 0, 4 * i, 4 * i + 4) for i in range(5)]  # 900 an hour
+    assert "900 an hour is under 2000" in render_section(sparse, "cuda", 1, [])
 
 
 def test_write_section_replaces_or_appends_and_keeps_the_rest(tmp_path):
@@ -235,3 +238,32 @@ def test_a_small_mix_through_the_real_server_on_the_cpu(tmp_path):
     # where the time went: the compile error has no checks, the other two have
     assert "| checks: compiles and runs, over the lanes | 2 |" in text
     assert re.search(r"\*\*\d+ gradings per hour\*\*: 3 of 3 graded", text)
+
+
+def test_back_to_back_reports_the_first_against_the_warm_ones_and_says_the_goals():
+    """The back-to-back report's goals (issue 43): p50 <= 4 s, p95 <= 6 s, the first after
+    start within 2x the warm median, every reference passed; a miss of any one says so."""
+    import datetime
+
+    from graders.bench.back_to_back import reference_entries, render
+
+    refs = reference_entries(load_mix())
+    assert [e.exercise for e in refs] == ["safe_softmax", "masked_softmax", "online_softmax"]
+    t0 = datetime.datetime(2026, 12, 4, 12, 0, 0)
+
+    def records(seconds, verdict="passed"):
+        out = []
+        for i, sec in enumerate(seconds):
+            r = Record(refs[i % len(refs)], i + 1, status="done", verdict=verdict)
+            r.created_at, r.finished_at = t0, t0 + datetime.timedelta(seconds=sec)
+            out.append(r)
+        return out
+
+    warm = [3.0] * 11
+    met = render(records([5.9] + warm), [6.0] + warm, "cuda", 2, 20.0)
+    assert "the first after start 5.90 s against a warm median of 3.00 s (1.97x)" in met
+    assert "**met**" in met and "not met" not in met
+    assert "not met" in render(records([6.1] + warm), [6.2] + warm, "cuda", 2, 20.0)  # 2.03x
+    assert "not met" in render(records([3.0] * 5 + [4.5] * 7), [3.0] * 12, "cuda", 2, 20.0)
+    assert "not met" in render(records([3.0] * 10 + [9.0] * 2), [3.0] * 12, "cuda", 2, 20.0)
+    assert "not met" in render(records([3.0] * 12, "failed"), [3.0] * 12, "cuda", 2, 20.0)

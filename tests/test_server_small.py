@@ -148,3 +148,31 @@ def test_exercises_are_listed_in_the_courses_order(client):
                      "causal_block_skip"]
     page = client.get("/exercises").text
     assert page.index("Safe softmax") < page.index("Masked softmax") < page.index("Online softmax")
+
+
+def test_the_server_says_ready_only_once_every_slots_runners_are_warm(tmp_path, monkeypatch):
+    """/api/health answers at once (liveness); /api/ready says 503 until every slot's worker
+    has answered its warm-up, so that a first grading is not sent to runners still starting
+    (issue 43: the first grading after start within 2x a warm one)."""
+    import threading
+
+    from server.grading.graders_client import GradersClient
+
+    warmed = threading.Event()
+    monkeypatch.setattr(GradersClient, "warm_up", lambda self, *a, **k: warmed.wait(60))
+    with running(f"sqlite:///{tmp_path / 'db.sqlite'}") as client:
+        health = client.get("/api/health")
+        assert health.status_code == 200 and health.json()["ok"] is True
+        assert health.json()["ready"] is False
+        waiting = client.get("/api/ready")
+        assert waiting.status_code == 503 and waiting.headers["Retry-After"] == "2"
+        assert waiting.json()["slots_warm"] == 0 < waiting.json()["slots"]
+        warmed.set()
+        for _ in range(100):
+            ready = client.get("/api/ready")
+            if ready.status_code == 200:
+                break
+            time.sleep(0.05)
+        assert ready.status_code == 200
+        assert ready.json()["ready"] is True
+        assert ready.json()["slots_warm"] == ready.json()["slots"]

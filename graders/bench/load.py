@@ -12,8 +12,8 @@ database.
 Per submission: latency = finished_at - started_at (the slot's claim to the stored
 result) and wait = started_at - created_at (time in the queue). Per class: p50, p95
 and max latency, and the verdicts seen. Throughput = gradings / (last finished_at -
-first started_at), an hour. The target (issue: "≥ 400 gradings an hour per H200, no
-non-hostile submission over 20 s") is checked and said. Timing spread: how much the
+first started_at), an hour. The target (issue 43: "≥ 2,000 gradings an hour on one H200,
+no non-hostile grading over 10 s") is checked and said. Timing spread: how much the
 measured speed of one passing file varies between its gradings (``--rounds 2`` or more),
 to compare sharing the GPU with not sharing it.
 

@@ -61,6 +61,7 @@ class Server:
                         ADMIN_TOKEN=self.admin_token, GRADER_DEVICE=device,
                         SLOTS_PER_GPU=str(slots_per_gpu), PYTHONUNBUFFERED="1")
         self.proc: subprocess.Popen | None = None
+        self.ready_s: float | None = None  # from the process's start to /api/ready
 
     def __enter__(self) -> "Server":
         self.start()
@@ -77,18 +78,22 @@ class Server:
             cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         log.close()
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise ServerError(f"the server exited {self.proc.returncode} on start:\n"
                                   f"{self.log_tail()}")
             try:
-                if http_json("GET", self.base + "/api/health", timeout=2).get("ok"):
+                # ready: every slot's runners warm (503 before), so that the first grading
+                # measured is the first a class would get from a server that says ready
+                if http_json("GET", self.base + "/api/ready", timeout=2).get("ready"):
+                    self.ready_s = time.monotonic() - started
                     return
             except (OSError, ServerError):
-                pass  # not listening yet
+                pass  # not listening, or not ready, yet
             time.sleep(0.3)
-        raise ServerError(f"the server did not answer /api/health in {timeout_s:g} s:\n"
+        raise ServerError(f"the server was not ready (/api/ready) in {timeout_s:g} s:\n"
                           f"{self.log_tail()}")
 
     def stop(self) -> None:

@@ -341,6 +341,22 @@ class RunnerPool:
                 self._cond.wait(timeout=deadline - time.monotonic())
         return ""
 
+    def wait_filled(self, timeout_s: float = PREPARE_TIMEOUT_S) -> str:
+        """Wait until every runner this pool keeps warm is ready, or none is still being
+        prepared: "" once at least one is ready, else why none could be (``first_ready``'s
+        answer). A slot's first grading takes several runners (one a lane); a worker that
+        said ready after its first runner left that grading to start the rest itself,
+        twice as slow as a warm one (issue 43)."""
+        problem = self.first_ready(timeout_s)
+        if problem:
+            return problem
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while (len(self._ready) < self.warm and self._preparing
+                   and time.monotonic() < deadline):
+                self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return ""
+
     def wait_idle(self, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout_s
         with self._cond:

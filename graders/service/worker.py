@@ -149,8 +149,10 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
                          "problem": f"the slot could not start: {exc}"})
         return 3
     # ready only once a runner has proved itself: a worker whose runners cannot start (no
-    # GPU, a broken toolchain) said "ready" and then failed every job in seconds (issue 27)
-    problem = slot.pool.first_ready() if slot.pool.warm else ""
+    # GPU, a broken toolchain) said "ready" and then failed every job in seconds (issue 27);
+    # and only once every warm runner is ready, so that the first grading finds its lanes'
+    # runners as every later one does (issue 43)
+    problem = slot.pool.wait_filled() if slot.pool.warm else ""
     if problem:
         log.error("no runner could be made ready: %s", problem)
         _answer(stdout, {"ready": False, "device": device.value, "problem": problem})

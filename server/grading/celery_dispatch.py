@@ -108,6 +108,11 @@ class CeleryDispatcher:
         with self._wake:
             self._wake.notify_all()
 
+    def readiness(self) -> None:
+        """None: the gradings run on remote workers, each ready on its own (a queued task
+        waits for one); this server is ready once it answers."""
+        return None
+
     def heard_from(self, worker: str, started: bool = False, healthy: bool = True) -> None:
         """After a worker's report was stored: a failure here must not turn its answer into
         an error (a worker sends a result again on a 5xx, and then finds it stored)."""

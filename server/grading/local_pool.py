@@ -51,6 +51,8 @@ class Dispatcher(Protocol):
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def notify(self) -> None: ...  # new work was committed
+    # (slots whose worker is warm, slots), or None where the grading happens elsewhere
+    def readiness(self) -> tuple[int, int] | None: ...
 
 
 @dataclass
@@ -112,6 +114,7 @@ class LocalPool:
         self._grading: dict[str, Job] = {}
         self._storing: dict[str, Job] = {}
         self._held_lock = threading.Lock()
+        self._warmed: set[str] = set()  # the slots whose worker answered its warm-up
         self.reaper = Reaper(self.grading, settings, live=self._held, outbox=self.outbox,
                              store=self._store, gone=self._gone, on_put_back=self.notify)
 
@@ -141,6 +144,13 @@ class LocalPool:
     def notify(self) -> None:
         with self._wake:
             self._wake.notify_all()
+
+    def readiness(self) -> tuple[int, int]:
+        """(slots warm, slots): a slot is warm once its worker has answered the warm-up,
+        every runner it keeps ready started (or, where they cannot start, its error
+        logged). /api/ready says ready when every slot is."""
+        with self._held_lock:
+            return len(self._warmed), len(self.slots)
 
     def _held(self) -> list[tuple[int, int]]:
         with self._held_lock:
@@ -183,6 +193,8 @@ class LocalPool:
         # a worker process per slot (by name): two slots on one GPU are two processes
         self.client.warm_up(slot.device, slot.gpu_index, slot=slot.name,
                             share_gpu=slot.shares_gpu, gpu_slots=slot.gpu_slots)
+        with self._held_lock:
+            self._warmed.add(slot.name)
         while not self._stopping and slot.in_service:
             try:
                 # the lease starts with the claim: the reaper renews it from here on
