@@ -84,26 +84,11 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{name:<34} {verdict:<14} {seconds:5.1f} s  {message}")
 
 
-# The files holding the longest tests (fresh-clone CI, 2 cores), started first: pytest-xdist
-# hands tests out in collection order, and in file-name order these came last (test_topology's
-# one test alone ran for a minute while the other process had nothing left). Whole files move,
-# so that each file's module-scoped fixtures are still made once per process.
-SLOWEST_FIRST = ("test_topology.py", "test_integrations.py", "test_lti.py",
-                 "test_student_ci.py", "test_grade_never_lost.py", "test_server_crash.py",
-                 "test_web_ui.py")
-
-
-def _slowness_rank(item) -> int:
-    name = item.nodeid.split("::")[0].split("/")[-1]
-    return SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST)
-
-
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip)
-    items.sort(key=_slowness_rank)  # stable: every other test keeps its order
 
 
 def _broken_one_byte_strings() -> list[int]:
