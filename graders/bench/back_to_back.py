@@ -6,7 +6,7 @@ entries named ``solution.py``, in turn) are submitted one after another, each by
 its own with their own parameters, and each waited on (polled every 0.1 s) before the next is
 sent. The first is what a class gets from a server that has just said it is ready.
 
-Per submission: answer = finished_at - created_at (stored to graded, as the server records
+Per submission: answer = ``Record.answer_s`` (stored to graded, as the server records
 them), and the client's wall time from POST to seeing it final. Reported: p50 and p95 of the
 answers, the first against the median of the rest, and whether the issue's goals hold
 (p50 <= 4 s, p95 <= 6 s, the first within 2x a warm one).
@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 from graders.bench.load_client import ServerError
-from graders.bench.load_harness import Server, load_bench_device, own_params
-from graders.bench.load_mix import MixEntry, load_mix, source_for
+from graders.bench.load_harness import Server, load_bench_device, own_params, submission_body
+from graders.bench.load_mix import MixEntry, load_mix
 from graders.bench.load_record import Record
-from graders.bench.load_report import write_section
+from graders.bench.load_report import versions_in_words, write_section
 from graders.bench.load_stats import percentile
-from graders.shared.vocabulary import LANGUAGE_BY_SUFFIX
 
 SECTION = "## Back to back: one student at a time"
 GOAL_P50_S, GOAL_P95_S, GOAL_FIRST_OVER_WARM = 4.0, 6.0, 2.0
@@ -41,11 +40,9 @@ def reference_entries(entries: list[MixEntry]) -> list[MixEntry]:
 def _send_and_wait(server: Server, entry: MixEntry, token: str, poll_s: float,
                    cap_s: float) -> tuple[Record, float]:
     params = own_params(server, entry, token)
-    body = {"exercise": entry.exercise, "language": LANGUAGE_BY_SUFFIX[entry.file.suffix],
-            "filename": entry.file.name, "source": source_for(entry, params)}
     sent = time.monotonic()
-    record = Record(entry, server.call("POST", "/api/submissions", token=token, body=body)["id"],
-                    params=params)
+    record = Record(entry, server.call("POST", "/api/submissions", token=token,
+                                       body=submission_body(entry, params))["id"], params=params)
     while time.monotonic() - sent < cap_s:
         record.update(server.call("GET", f"/api/submissions/{record.id}", token=token))
         if record.done:
@@ -54,16 +51,9 @@ def _send_and_wait(server: Server, entry: MixEntry, token: str, poll_s: float,
     return record, time.monotonic() - sent
 
 
-def answer_s(record: Record) -> float | None:
-    """Stored to graded, by the server's own clock."""
-    if record.created_at and record.finished_at:
-        return (record.finished_at - record.created_at).total_seconds()
-    return None
-
-
 def render(records: list[Record], walls: list[float], device: str, slots_per_gpu: int,
            ready_s: float | None) -> str:
-    answers = [a for a in map(answer_s, records) if a is not None]
+    answers = [r.answer_s for r in records if r.answer_s is not None]
     p50, p95 = percentile(answers, 50), percentile(answers, 95)
     first = answers[0] if answers else None
     warm = percentile(answers[1:], 50)
@@ -71,23 +61,19 @@ def render(records: list[Record], walls: list[float], device: str, slots_per_gpu
     held = [p50 is not None and p50 <= GOAL_P50_S, p95 is not None and p95 <= GOAL_P95_S,
             ratio is not None and ratio <= GOAL_FIRST_OVER_WARM,
             all(r.verdict == "passed" for r in records)]
-    versions = next((r.result.get("versions") for r in records
-                     if r.result and r.result.get("versions")), {}) or {}
-    where = next((r.result.get("device_name") for r in records
-                  if r.result and r.result.get("device_name")), device)
+    where, versions = versions_in_words(records)
 
     def s(v: float | None) -> str:
         return "—" if v is None else f"{v:.2f}"
 
     lines = [SECTION, "",
              f"`python -m graders bench --back-to-back {len(records)} --device {device} "
-             f"--slots-per-gpu {slots_per_gpu}` on {where}, {time.strftime('%Y-%m-%d')}"
-             + (f"; {', '.join(f'{k} {v}' for k, v in versions.items() if v)}" if versions
-                else "") + ".",
+             f"--slots-per-gpu {slots_per_gpu}` on {where}, {time.strftime('%Y-%m-%d')}; "
+             f"{versions}.",
              f"The server said ready (`/api/ready`) {s(ready_s)} s after it was started.", "",
              "| # | file | verdict | answer s | client s | grader s |", "|---|---|---|---|---|---|"]
     for i, (r, wall) in enumerate(zip(records, walls), 1):
-        lines.append(f"| {i} | {r.entry.label} | {r.verdict or r.status} | {s(answer_s(r))} "
+        lines.append(f"| {i} | {r.entry.label} | {r.verdict or r.status} | {s(r.answer_s)} "
                      f"| {s(wall)} | {s(r.grader_s)} |")
     lines += ["",
               f"Answer (stored to graded): p50 {s(p50)} s, p95 {s(p95)} s; the first after "

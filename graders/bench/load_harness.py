@@ -129,6 +129,14 @@ def own_params(server: Server, entry: MixEntry, token: str) -> dict:
         "params") or {}
 
 
+def submission_body(entry: MixEntry, params: dict) -> dict:
+    """The API's submission body for an entry, sent as its student would send it: with that
+    student's own parameters written in (graders/bench/load_mix.py ``source_for``)."""
+    return {"exercise": entry.exercise,
+            "language": LANGUAGE_BY_SUFFIX[entry.file.suffix.lower()],
+            "filename": entry.file.name, "source": source_for(entry, params)}
+
+
 def submit_all(server: Server, entries: list[MixEntry]) -> list[Record]:
     """One student per submission (the per-student limits never bite), then the burst.
     Each file is sent as its student would send it: with that student's own parameters
@@ -141,9 +149,7 @@ def submit_all(server: Server, entries: list[MixEntry]) -> list[Record]:
     # read every source (and every student's parameters) first, so the burst is as tight
     # as HTTP allows
     params = [own_params(server, e, token) for e, token in zip(entries, tokens)]
-    bodies = [{"exercise": e.exercise, "language": LANGUAGE_BY_SUFFIX[e.file.suffix.lower()],
-               "filename": e.file.name, "source": source_for(e, p)}
-              for e, p in zip(entries, params)]
+    bodies = [submission_body(e, p) for e, p in zip(entries, params)]
     records = []
     for entry, token, body, mine in zip(entries, tokens, bodies, params):
         reply = server.call("POST", "/api/submissions", token=token, body=body)

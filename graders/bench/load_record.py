@@ -50,6 +50,13 @@ class Record:
         return None
 
     @property
+    def answer_s(self) -> float | None:
+        """Stored to graded (created_at to finished_at): what the student waits for."""
+        if self.created_at and self.finished_at:
+            return (self.finished_at - self.created_at).total_seconds()
+        return None
+
+    @property
     def wait_s(self) -> float | None:
         if self.created_at and self.started_at:
             return (self.started_at - self.created_at).total_seconds()

@@ -24,7 +24,7 @@ def _s(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _versions(records: list[Record]) -> tuple[str, str]:
+def versions_in_words(records: list[Record]) -> tuple[str, str]:
     """(device, versions) in words, from the first result that carries them."""
     for r in records:
         result = r.result or {}
@@ -94,7 +94,7 @@ def render_section(records: list[Record], device_arg: str, rounds: int,
                    slots_per_gpu: int = 1) -> str:
     """The markdown section: how it was measured, the summary, per class, per submission."""
     today = today or datetime.date.today()
-    device, versions = _versions(records)
+    device, versions = versions_in_words(records)
     rate = throughput_per_hour(records)
     done = [r for r in records if r.done]
     copies = f", {rounds} copies of it" if rounds > 1 else ""
