@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--warm", type=int, default=None, help="runners kept ready (default: "
                                                           "one grading's lanes and a spare)")
     w.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
+    w.add_argument("--lanes", type=int, default=None,
+                   help="runners sharing one grading's checks (also GRADERS_LANES; default: 4 "
+                        "on a GPU, 1 on the CPU)")
     w.add_argument("--share-gpu", action="store_true",
                    help="other workers grade on this GPU too: checks run side by side, timings "
                         "alone (also GRADERS_SHARE_GPU=1); skips the GPU-wide health checks")
@@ -169,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             from graders.service.worker import run_worker
 
             given = {k: v for k, v in (("gpu_slots_given", args.gpu_slots),
-                                       ("gpu_memory_cap_mib", args.gpu_memory_cap_mib))
+                                       ("gpu_memory_cap_mib", args.gpu_memory_cap_mib),
+                                       ("lanes", args.lanes))
                      if v is not None}
             return run_worker(Device(args.device), args.gpu_index, not args.no_sandbox, args.warm,
                               share_gpu=args.share_gpu, **given)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 43 on the H200: one GPU's slots, each job's GPU memory cap, where a grading's time
 # goes. Usage on the device, from the repo root: bash docs/experiments/issue43_gpu.sh PART...
-# PART: captests | latency | loadN (N slots sharing the GPU, 2 copies of the mix) |
+# PART: captests | latency | lanes (lanes_cost.py: wall and CPU-s per grading by lanes) |
+#       loadN (N slots sharing the GPU, 2 copies of the mix) |
 #       b2bN (12 references back to back through the real server, N slots) | verdicts
 # (the selftest of the tree before issue 43, carried as .old/old.tar.gz, against this one).
 # Results go to $OUT.
@@ -22,6 +23,16 @@ for part in "$@"; do
     latency)
       timeout ${LATENCY_TIMEOUT:-150} python3 docs/experiments/worker_latency.py --device cuda \
         --repeat 12 --out "$OUT/latency.json" 2>&1 | tail -30 | tee "$OUT/latency.log" ;;
+    lanes)
+      timeout ${LANES_TIMEOUT:-420} python3 docs/experiments/lanes_cost.py --lanes ${LANES:-1 2 4 8} \
+        --repeat ${LANES_REPEAT:-6} --out "$OUT/lanes.json" 2>&1 | grep -v " INFO " | tee "$OUT/lanes.log" | tail -40 ;;
+    profile)  # one grading of each reference on one lane, its runner profiled
+      for ex in safe_softmax masked_softmax online_softmax; do
+        GRADERS_RUNNER_PROFILE=1 timeout 120 python3 -m graders grade $ex \
+          reference_solutions/$ex/solution.py --device cuda --lanes 1 --json > "$OUT/profile_$ex.json" 2>/dev/null
+        python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['verdict'], r['duration_s']); print(r['output'][:9000])" \
+          "$OUT/profile_$ex.json" > "$OUT/profile_$ex.txt" 2>&1; head -3 "$OUT/profile_$ex.txt"
+      done ;;
     load*)
       n=${part#load}
       timeout ${LOAD_TIMEOUT:-200} python3 -m graders bench --load --device cuda --rounds 2 \

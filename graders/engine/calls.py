@@ -10,6 +10,7 @@ overrun) becomes the check's failure, worded in the course's words.
 from __future__ import annotations
 
 import inspect
+import time
 from types import ModuleType
 from typing import Any
 
@@ -64,9 +65,9 @@ class CheckDriver:
         self.g = grading
         self.module = module
 
-    def run(self, lane: Lane, part: Part) -> CheckResult:
+    def run(self, lane: Lane, part: Part, lane_number: int = 0) -> CheckResult:
         """The part's result; compile seconds the runner reports are added up on the side
-        (for the operator's breakdown only)."""
+        (for the operator's breakdown only), and the part goes on the grading's timeline."""
         compiled = [0.0]
 
         def on_progress(event: dict[str, Any]) -> None:
@@ -74,12 +75,15 @@ class CheckDriver:
                 compiled[0] += min(float(event["seconds"]), 3600.0)
 
         lane.session.on_progress = on_progress
+        began = time.monotonic()
         try:
             return self._judge(lane, part)
         finally:
             lane.session.on_progress = None
             if compiled[0]:
                 self.g.state.add_compile_s(part.check.name, compiled[0])
+            self.g.state.note_span(lane_number, f"{part.check.name}/{part.number}", began,
+                                   self.g.started, time.monotonic(), compiled[0])
 
     def _context(self, lane: Lane, part: Part) -> CaseContext:
         check, exercise = part.check, self.g.exercise

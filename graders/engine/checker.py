@@ -76,7 +76,7 @@ class Grader:
     def grade(self) -> GradeResult:
         g = self.grading
         started = time.monotonic()
-        g.deadline = started + g.timeout_s
+        g.started, g.deadline = started, started + g.timeout_s
         result = GradeResult(exercise=g.exercise.name, language=g.language.value,
                              device=g.device.value, verdict=Verdict.GRADER_ERROR, score=0.0,
                              sandboxed=g.launcher.sandboxed, params=dict(g.params))
@@ -102,6 +102,8 @@ class Grader:
             result.output_dropped_bytes = g.state.dropped
             result.duration_s = round(time.monotonic() - started, 3)
             result.phases["total_s"] = result.duration_s
+            if g.state.timeline:
+                result.phases["timeline"] = sorted(g.state.timeline, key=lambda t: t[2])
         outcome.mark_unrun(result, g.checks, stopped_in)
         outcome.score(result, g.exercise, g.time_it)
         return result

@@ -96,11 +96,11 @@ class LaneSet:
                 lane = self._join()
                 if lane is None:
                     return
-            lane = self._warm_if_first(lane)
+            lane = self._warm_if_first(lane, number)
             while (part := self._next_part()) is not None:
                 if lane is None:
                     lane = open_lane(self.g, self.result)
-                lane = self._run_part(lane, part)
+                lane = self._run_part(lane, part, number)
         except LaneStopped:
             pass
         except (RunStopped, CompiledOnly) as stop:
@@ -128,22 +128,22 @@ class LaneSet:
             if lane is not None:
                 return lane
 
-    def _warm_if_first(self, lane: Lane | None) -> Lane | None:
+    def _warm_if_first(self, lane: Lane | None, number: int) -> Lane | None:
         with self.g.state.lock:
             warm, self._warm_first = self._warm_first, False
         if not warm:
             return lane
         lane = lane or open_lane(self.g, self.result)
-        return warm_up(self.g, lane, self.timed, self.result)
+        return warm_up(self.g, lane, self.timed, self.result, number)
 
-    def _run_part(self, lane: Lane, part: Part) -> Lane | None:
+    def _run_part(self, lane: Lane, part: Part, number: int) -> Lane | None:
         """One part on this lane; the lane, or None if the part cost its runner."""
         began = time.monotonic()
         try:
             # shared per part: a timing on this GPU (another slot's) waits at most one
             # part for the GPU, and this part waits for that timing
             with self.g.pool.gpu_gate.shared():
-                outcome = self.driver.run(lane, part)
+                outcome = self.driver.run(lane, part, number)
         except RunStopped as stop:  # the result names the check that found it
             stop.check = stop.check or part.check.name
             raise

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -158,8 +159,10 @@ class PerformanceRun:
 
     def __init__(self, spec: PerformanceSpec, tolerances: dict[str, Tolerance],
                  checks_module: ModuleType, session, rng: np.random.Generator,
-                 gpu_index: int | None, budget_s: float | None = None):
+                 gpu_index: int | None, budget_s: float | None = None,
+                 on_shape: Callable[[str, float, float], None] | None = None):
         self.spec, self.tolerances, self.checks = spec, tolerances, checks_module
+        self.on_shape = on_shape  # (label, began, ended), monotonic: the grading's timeline
         self.session, self.rng, self.gpu_index = session, rng, gpu_index
         self.budget_s = budget_s  # per timed shape, its compiles included
         # per shape label: the runner's report of its compiled kernels and the GPU's limits
@@ -195,6 +198,14 @@ class PerformanceRun:
         the driver) slows the copies of that run; a kernel that is not doing the work
         stays above on the second run too."""
         believable = shape.believable or BELIEVABLE_FRACTION
+        began = time.monotonic()
+        try:
+            return self._shape(shape, believable)
+        finally:
+            if self.on_shape is not None:
+                self.on_shape(shape.label, began, time.monotonic())
+
+    def _shape(self, shape: PerfShape, believable: float) -> ShapeFigures:
         result = self._time_once(shape)
         if result.fraction > believable:
             first = result.fraction

@@ -21,13 +21,15 @@ from graders.isolation import CallOverrun, RunStopped, Session, overrun_message
 from graders.shared.vocabulary import Verdict
 
 
-def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult) -> Lane | None:
+def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult,
+            lane_number: int = 0) -> Lane | None:
     """Compile the timed shapes' kernels in this lane while the others check. A runner
     that overruns here is replaced (None); the overrun counts only when timing repeats it."""
     started = time.monotonic()
     rng = g.rng("warmup")
     for shape in spec.shapes:
         request = {"op": "perf_warmup", **timing_request(shape, int(rng.integers(0, 2**31)))}
+        began = time.monotonic()
         try:
             with g.pool.gpu_gate.shared():  # it runs the kernel once: GPU work
                 lane.session.request(request, during=f"while compiling for {shape.label}",
@@ -35,6 +37,9 @@ def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult) 
         except CallOverrun:
             g.state.close(lane.process)
             return None
+        finally:
+            g.state.note_span(lane_number, f"compile for timing {shape.label}", began, g.started,
+                              time.monotonic())
     lane.warmed = True
     with g.state.lock:
         result.phases["timing_warmup_s"] = round(time.monotonic() - started, 3)
@@ -47,8 +52,7 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
     lanes close first, to leave the GPU to it."""
     kept.sort(key=lambda k: not k.warmed)
     lane = kept[0] if kept else None
-    for other in kept[1:]:
-        g.state.close(other.process)
+    g.state.close_many([other.process for other in kept[1:]])
     if lane is None or lane.process.proc.poll() is not None:
         lane = open_lane(g, result)
     started = time.monotonic()
@@ -67,7 +71,9 @@ def _time(g: Grading, session: Session, spec: PerformanceSpec, module: ModuleTyp
           result: GradeResult) -> None:
     run = PerformanceRun(spec, g.exercise.tolerances, module, session, g.rng("performance"),
                          getattr(g.launcher, "gpu_index", None),
-                         budget_s=g.budget_s + TIMING_BUDGET_S)
+                         budget_s=g.budget_s + TIMING_BUDGET_S,
+                         on_shape=lambda label, began, ended: g.state.note_span(
+                             -1, f"timing {label}", began, g.started, ended))
     try:
         with session.timing_memory():  # the GPU's one timing reserve, beside the job's cap
             result.performance = run.run()

@@ -41,7 +41,9 @@ log = logging.getLogger(__name__)
 # variables a runner may inherit; everything else (tokens, database URLs) stays out
 _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE",
                     "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
-                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                    # an operator's profile of the runners (graders/runner/main.py)
+                    "GRADERS_RUNNER_PROFILE")
 
 # Runs between the launcher and the runner: joins the cgroup, sets rlimits, becomes the
 # job's own uid where there is one (graders/isolation/jobuids.py), execs.

@@ -48,12 +48,12 @@ from graders.shared.vocabulary import Device
 log = logging.getLogger(__name__)
 
 
-def default_warm(device: Device) -> int:
+def default_warm(device: Device, lanes: int | None = None) -> int:
     """Warm runners per slot: two gradings' lanes and a spare (graders.engine.lanes), so that
     a grading that follows another at once still finds its runners ready while the first
     one's replacements start (measured on the H200: with one grading's worth, every
     second grading of a burst waited ~10 s for runners)."""
-    return 2 * default_lanes(device) + 1
+    return 2 * (lanes or default_lanes(device)) + 1
 
 
 def _answer(out: TextIO, payload: dict[str, Any]) -> None:
@@ -62,7 +62,8 @@ def _answer(out: TextIO, payload: dict[str, Any]) -> None:
 
 
 def handle(slot: Slot, job: dict[str, Any],
-           progress: Callable[[dict[str, Any]], None] = lambda line: None) -> dict[str, Any]:
+           progress: Callable[[dict[str, Any]], None] = lambda line: None,
+           lanes: int | None = None) -> dict[str, Any]:
     """One job line to one answer line; a bad job is answered, never fatal. Before the
     answer, a ``{"id", "check"}`` line for each check as it ends (its name, passed, points:
     what a student may see while the rest runs)."""
@@ -81,7 +82,8 @@ def handle(slot: Slot, job: dict[str, Any],
                                           "max_points": check.max_points}})
 
     result = slot.grade(exercise, path, performance=bool(job.get("timing", True)),
-                        timeout_s=job.get("timeout_s"), on_check=on_check, params=params)
+                        timeout_s=job.get("timeout_s"), on_check=on_check, params=params,
+                        lanes=lanes)
     return {"id": job_id, "result": result.to_json(),
             "slot": {"healthy": slot.healthy, "problem": slot.problem}}
 
@@ -108,7 +110,8 @@ def gpu_slots(share_gpu: bool, given: int | None = None) -> int:
 
 
 def gpu_memory_cap(device: Device, gpu_index: int | None, slots: int, warm: int,
-                   cap_mib: int | None = None, total: int | None = None) -> int:
+                   cap_mib: int | None = None, total: int | None = None,
+                   lanes: int | None = None) -> int:
     """One runner's GPU memory cap in bytes (0: none). Given in MiB (``--gpu-memory-cap-mib``,
     else ``GRADERS_GPU_MEMORY_CAP_MIB``; 0 for none), else sized from the GPU's memory
     (``total``, else what the driver reports) and its slots: gpu_memory.size_cap."""
@@ -122,20 +125,22 @@ def gpu_memory_cap(device: Device, gpu_index: int | None, slots: int, warm: int,
         log.warning("GPU %s reports no memory size (no nvidia-smi?): its runners have no GPU "
                     "memory cap; set GRADERS_GPU_MEMORY_CAP_MIB", gpu_index)
         return 0
-    return gpu_memory.size_cap(total, slots, default_lanes(device), warm)
+    return gpu_memory.size_cap(total, slots, lanes or default_lanes(device), warm)
 
 
 def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
                stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout,
                share_gpu: bool = False, gpu_slots_given: int | None = None,
-               gpu_memory_cap_mib: int | None = None) -> int:
+               gpu_memory_cap_mib: int | None = None, lanes: int | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s worker %(levelname)s %(message)s")
     device = grading_device(device)
     share_gpu = share_gpu or share_gpu_from_env()
-    warm = default_warm(device) if warm is None else warm
+    lanes = lanes if lanes is not None else _int_from_env("GRADERS_LANES")
+    lanes = max(1, lanes) if lanes is not None else None
+    warm = default_warm(device, lanes) if warm is None else warm
     cap = gpu_memory_cap(device, gpu_index, gpu_slots(share_gpu, gpu_slots_given), warm,
-                         gpu_memory_cap_mib)
+                         gpu_memory_cap_mib, lanes=lanes)
     if cap:
         log.info("GPU %s: each runner's GPU memory cap is %s (%s while it times)", gpu_index,
                  gpu_memory.describe(cap), gpu_memory.describe(gpu_memory.timing_cap(cap)))
@@ -176,7 +181,7 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
             except ValueError as exc:
                 answer({"id": None, "result": None, "error": f"bad job line: {exc}"})
                 continue
-            answer(handle(slot, job, answer))
+            answer(handle(slot, job, answer, lanes))
             if not slot.healthy:
                 log.error("slot out of service: %s", slot.problem)
                 return 1
