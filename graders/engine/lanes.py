@@ -66,6 +66,7 @@ class LaneSet:
         self.kept: list[Lane] = []
         # one lane compiles the timed shapes while the others check
         self._warm_first = timed is not None and self.count > 1
+        self._warmed: Lane | None = None  # that lane, while its runner lives
 
     def run(self) -> list[Lane]:
         started = time.monotonic()
@@ -114,8 +115,22 @@ class LaneSet:
             self.g.state.stop_all(RunStopped(Verdict.GRADER_ERROR, f"the grader failed: {exc!r}"))
         finally:
             if lane is not None:
-                with self.g.state.lock:
-                    self.kept.append(lane)
+                self._leave(lane, number)
+
+    def _leave(self, lane: Lane, number: int) -> None:
+        """A lane out of parts: kept if it may time; else its runner is closed now, while
+        the other lanes still check. Closed at the end, the lanes' runners made the timing
+        wait for them (0.4–0.7 s with four: the driver tears CUDA contexts down one at a
+        time), and timing must not start while they are going."""
+        with self.g.state.lock:
+            closing = not lane.warmed and (self.timed is None or self._warmed is not None)
+            if not closing:
+                self.kept.append(lane)
+        if closing:
+            began = time.monotonic()
+            self.g.state.close(lane.process)
+            self.g.state.note_span(number, "runner closed", began, self.g.started,
+                                   time.monotonic())
 
     def _join(self) -> Lane | None:
         """Lanes beyond the first run only on runners that are ready, or become ready
@@ -134,7 +149,10 @@ class LaneSet:
         if not warm:
             return lane
         lane = lane or open_lane(self.g, self.result)
-        return warm_up(self.g, lane, self.timed, self.result, number)
+        lane = warm_up(self.g, lane, self.timed, self.result, number)
+        with self.g.state.lock:
+            self._warmed = lane
+        return lane
 
     def _run_part(self, lane: Lane, part: Part, number: int) -> Lane | None:
         """One part on this lane; the lane, or None if the part cost its runner."""
@@ -153,6 +171,9 @@ class LaneSet:
             # count them now, and end the run rather than start another
             bomb = lane.process.over_process_cap()
             self.g.state.close(lane.process)
+            with self.g.state.lock:
+                if self._warmed is lane:  # timing will compile on whichever lane is left
+                    self._warmed = None
             lane = None
             if bomb:
                 raise RunStopped(Verdict.RUNTIME_ERROR,

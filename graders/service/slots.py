@@ -24,8 +24,9 @@ from graders.engine.checker import Grader
 from graders.engine.results import GradeResult
 from graders.engine.spec import ExerciseSpec
 from graders.isolation.launch import CloseReport
-from graders.isolation.pool import GpuGate, RunnerPool
+from graders.isolation.pool import GpuGate, RunnerPool, gpu_lock_dir
 from graders.isolation.sandbox import Limits, default_launcher
+from graders.service.host_load import BusyMarks, host_cores, lanes_for
 from graders.shared.vocabulary import Device
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ class Slot:
         # sharing needs the gate across processes: without its lock file, refuse to start
         gate = GpuGate.for_gpu(self.gpu_index, required=True) if self.shares_gpu else None
         self.pool = RunnerPool(device, self.launcher, warm=warm, gate=gate)
+        # this slot's busy mark beside every other slot's of the host (the gates' folder)
+        self.marks = BusyMarks(gpu_lock_dir(), name)
         self.healthy = True
         self.problem = ""
         self.gpu_baseline_mib: int | None = None
@@ -85,11 +88,20 @@ class Slot:
         if self.gpu_index is not None and not self.shares_gpu:
             self.gpu_baseline_mib = gpu_memory_used_mib(self.gpu_index)
 
-    def grade(self, exercise: ExerciseSpec, submission: Path, **kwargs) -> GradeResult:
+    def grade(self, exercise: ExerciseSpec, submission: Path, lanes: int | None = None,
+              **kwargs) -> GradeResult:
+        """One job on this slot. ``lanes`` None: on a GPU, as many as the host's cores give
+        each grading running now (graders.service.host_load); on the CPU, the default."""
         if not self.healthy:
             raise SlotOutOfService(f"slot {self.name} is out of service: {self.problem}")
-        grader = Grader(exercise, submission, self.device, pool=self.pool, **kwargs)
-        result = grader.grade()
+        with self.marks.busy() as busy:
+            if lanes is None and self.device is Device.CUDA:
+                lanes = lanes_for(busy, host_cores())
+            grader = Grader(exercise, submission, self.device, pool=self.pool, lanes=lanes,
+                            **kwargs)
+            result = grader.grade()
+        result.phases["lanes"] = grader.grading.lanes
+        result.phases["host_gradings"] = busy
         # no waiting for the replacements: while some are still starting, the GPU holds
         # less than the baseline (taken with all of them in place), never more
         checking = time.monotonic()
@@ -100,6 +112,7 @@ class Slot:
 
     def close(self) -> None:
         self.pool.close()
+        self.marks.remove()
 
     def check_health(self, report: CloseReport | None) -> bool:
         problems = []
