@@ -14,7 +14,7 @@ engine through this face only; the service, the tools and the platforms' entry p
 anything here.
 """
 
-from graders.isolation.launch import CloseReport, Launcher, RunnerProcess
+from graders.isolation.launch import TIMING_NICE, CloseReport, Launcher, RunnerProcess
 from graders.isolation.pool import ReadyRunner, RunnerPool
 from graders.isolation.sandbox import default_launcher
 from graders.isolation.session import (CallOverrun, CallRefused, RunnerCrashed, RunStopped,
@@ -23,4 +23,4 @@ from graders.isolation.session import (CallOverrun, CallRefused, RunnerCrashed, 
 
 __all__ = ["CallOverrun", "CallRefused", "CloseReport", "Launcher", "ReadyRunner",
            "RunStopped", "RunnerCrashed", "RunnerPool", "RunnerProcess", "Session",
-           "default_launcher", "fork_bomb_message", "overrun_message", "run_message"]
+           "TIMING_NICE", "default_launcher", "fork_bomb_message", "overrun_message", "run_message"]

@@ -47,6 +47,21 @@ def process_statuses() -> Iterator[tuple[int, dict[str, str]]]:
         yield int(entry.name), dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
 
+def descendants_of(pid: int) -> list[int]:
+    """``pid`` and every process below it (by parent pid, from /proc)."""
+    children: dict[int, list[int]] = {}
+    for child, fields in process_statuses():
+        try:
+            children.setdefault(int(fields["PPid"].strip()), []).append(child)
+        except (ValueError, KeyError):
+            continue
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += children.get(found[-1], [])
+    return found
+
+
 def processes_of(uid: int, zombies: bool = False) -> list[int]:
     """The live pids whose real uid is ``uid``, from /proc (with ``zombies``: the dead
     ones not yet reaped as well; they still count against the uid's RLIMIT_NPROC).
