@@ -9,16 +9,23 @@ import sys
 
 from conftest import REPO
 
-from graders.isolation.launch import runner_env
-from graders.shared.protocol import TRITON_KEY_ENV
+from graders.isolation import RunnerPool, default_launcher
+from graders.isolation.triton_key import triton_key
+from graders.shared.vocabulary import Device
 
 
 def test_the_key_handed_to_runners_is_the_one_triton_works_out_itself():
-    handed = runner_env().get(TRITON_KEY_ENV)
     own = subprocess.run([sys.executable, "-c", "from triton.runtime.cache import triton_key; "
                           "print(triton_key())"], capture_output=True, text=True, timeout=120)
     assert own.returncode == 0, own.stderr
-    assert handed and handed == own.stdout.strip()
+    assert triton_key() == own.stdout.strip()
+    pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=0)
+    ready = pool.take()
+    try:  # the runner took it with its warm-up, before any submission
+        assert ready.phases["triton_key"] == "handed"
+    finally:
+        ready.process.close()
+        pool.close()
 
 
 def test_a_runner_compiles_under_the_handed_key_without_hashing_triton_again():

@@ -33,7 +33,6 @@ from typing import BinaryIO, Callable, Protocol
 from graders.isolation import gpu_memory, jobuids
 from graders.isolation.cgroups import JobCgroup, cgroups_disabled
 from graders.isolation.limits import Limits
-from graders.isolation.triton_key import TRITON_KEY_ENV, triton_key
 from graders.shared import protocol
 from graders.shared.protocol import BOOT
 
@@ -433,12 +432,8 @@ _spawn = _Spawner().popen
 
 def runner_env() -> dict[str, str]:
     """What a runner inherits of the grader's environment, before its launcher adds its own."""
-    env = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ} | {
+    return {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ} | {
         "PYTHONDONTWRITEBYTECODE": "1"}
-    key = triton_key()  # worked out once here, not again in every runner
-    if key:
-        env[TRITON_KEY_ENV] = key
-    return env
 
 
 def start_runner(device: str, timeout_s: float, launcher: Launcher,

@@ -28,6 +28,7 @@ import numpy as np
 
 from graders.isolation.gpu_memory import cap_env
 from graders.isolation.launch import Launcher, RunnerProcess, runner_env, start_runner
+from graders.isolation.triton_key import triton_key
 from graders.isolation.seed_cache import make_seed_cache, remove_seed_cache
 from graders.isolation.session import RunStopped, Session
 from graders.shared.arrays import from_f64
@@ -196,7 +197,9 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
     try:
         hello = session.request({"op": "hello"}, during="while starting", trusted=True).header
         hello_s = time.monotonic() - started
-        warmed = session.request({"op": "warm", "known_shape": list(KNOWN_SHAPE)},
+        # Triton's key, worked out once here: the runner hashed Triton's files otherwise
+        warmed = session.request({"op": "warm", "known_shape": list(KNOWN_SHAPE),
+                                  "triton_key": triton_key()},
                                  during="while warming up", trusted=True).header
         seed = warmed.get("seed", "none")
         if warmed.get("compile_ahead"):
@@ -223,7 +226,9 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
     return ReadyRunner(runner, dict(hello), total,
                        {"runner_start_s": round(hello_s, 3), "warm_s": round(warm_s, 3),
                         "known_answer_s": round(total - hello_s - warm_s, 3),
-                        "known_answer_gpu_s": round(gpu_s, 3)}, seed_cache=str(seed))
+                        "known_answer_gpu_s": round(gpu_s, 3),
+                        "triton_key": str(warmed.get("triton_key", "own"))},
+                       seed_cache=str(seed))
 
 
 class RunnerPool:

@@ -5,23 +5,21 @@ libtriton itself, hundreds of MB read. Each runner worked it out again at its fi
 0.9 s of CPU on the H200 (a runner's profile, docs/benchmarks.md "Lanes"), 0.4 s on the CI's
 CPU, for every runner of every grading. The runners read the same installed Triton as this
 process, so one answer serves them all: it is worked out here once, in a process of its own
-(the grader does not import Triton), and passed in the runners' environment
-(``TRITON_KEY_ENV``); the runner adopts it before anything compiles
-(graders/runner/main.py). Where it cannot be worked out, runners hash for themselves, as
-before.
+(the grader does not import Triton), and sent with each runner's ``warm`` request
+(graders/isolation/pool.py); the runner adopts it before anything compiles
+(graders/runner/main.py), and before any submission is loaded. Where it cannot be worked
+out, runners hash for themselves, as before.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import threading
 
-from graders.shared.protocol import TRITON_KEY_ENV
-
 log = logging.getLogger(__name__)
-__all__ = ["TRITON_KEY_ENV", "triton_key"]
 _PROGRAM = "from triton.runtime.cache import triton_key; print(triton_key())"
 _lock = threading.Lock()
 _known: list[str | None] = []  # empty: not tried yet
@@ -38,7 +36,7 @@ def triton_key() -> str | None:
 def _work_out() -> str | None:
     try:
         proc = subprocess.run([sys.executable, "-I", "-c", _PROGRAM], capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=120, env=dict(os.environ))
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.info("Triton's key not worked out (%s): each runner hashes for itself", exc)
         return None

@@ -39,7 +39,7 @@ import numpy as np
 
 from graders.shared import protocol
 from graders.shared.arrays import HostArray
-from graders.shared.protocol import SEED_CACHE_ENV, TRITON_KEY_ENV
+from graders.shared.protocol import SEED_CACHE_ENV
 
 SUBMISSION_MODULE = "submission"
 
@@ -82,7 +82,6 @@ class Runner:
             raise RuntimeError("--device cuda, but torch sees no CUDA device")
         import triton
 
-        adopt_triton_key(os.environ.get(TRITON_KEY_ENV))
         if self.device == "cuda":
             quicker_host_stubs()
         from graders.runner import blocks, gpu_figures, guard, launches, progress
@@ -149,7 +148,11 @@ class Runner:
         only ``known_answer``'s launch waits for the GPU to be free."""
         from graders.runner.known_answer import compile_from_seed
 
-        reply: dict[str, Any] = {"ok": True}
+        # before anything compiles, and before any submission: from the grader
+        key = header.get("triton_key")
+        reply: dict[str, Any] = {
+            "ok": True, "triton_key": "handed" if adopt_triton_key(
+                key if isinstance(key, str) else None) else "own"}
         if self.device == "cuda":
             try:
                 rows, cols = header["known_shape"]
@@ -383,13 +386,13 @@ class Runner:
         return "\n".join(lines)
 
 
-def adopt_triton_key(key: str | None) -> None:
+def adopt_triton_key(key: str | None) -> bool:
     """Triton's version key as the grader worked it out (graders/isolation/triton_key.py),
     so that this runner's first compile does not hash Triton's files again (0.9 s on the
     H200). Set before the submission is imported; the submission could change it only for
     its own compiles' cache keys."""
     if not key or len(key) > 100_000 or not key.isprintable():
-        return
+        return False
     from triton.runtime import autotuner, cache
 
     def known_key() -> str:
@@ -397,6 +400,7 @@ def adopt_triton_key(key: str | None) -> None:
 
     cache.triton_key = known_key  # what get_cache_key calls
     autotuner.triton_key = known_key  # imported by name there
+    return True
 
 
 HOST_STUB_OPTIMIZATION = "-O1"

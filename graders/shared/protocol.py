@@ -24,8 +24,6 @@ from graders.shared.arrays import STORAGE, HostArray
 # it, and the runner, which reads it; here, so that the runner imports nothing of the side that
 # starts it (issue 28)
 SEED_CACHE_ENV = "GRADER_SEED_CACHE"
-# Triton's version key, worked out once by the grader (graders/isolation/triton_key.py)
-TRITON_KEY_ENV = "GRADERS_TRITON_KEY"
 # ...and the one that gives a runner its GPU memory cap in bytes (graders/isolation/gpu_memory.py,
 # graders/runner/memory_cap.py), which it sets before its first allocation
 GPU_MEMORY_CAP_ENV = "GRADER_GPU_MEMORY_CAP"
