@@ -142,6 +142,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--rounds", type=int, default=1,
                    help="with --load: copies of the mix sent in one burst (a file graded more "
                         "than once gives the timing spread)")
+    b.add_argument("--results", type=Path, default=None,
+                   help="with --load: each grading's result as JSON (its phases and timeline: "
+                        "what each lane did when) to this file")
     return p
 
 
@@ -186,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             from graders.bench.load import run_load_bench
 
             return run_load_bench(args.out, device=args.device, rounds=args.rounds,
-                                  slots_per_gpu=args.slots_per_gpu)
+                                  slots_per_gpu=args.slots_per_gpu, results=args.results)
         if args.command == "bench":
             from graders.bench import run_bench
 

@@ -5,6 +5,7 @@ rejected mutant, and the online reference sent as its student)."""
 
 import dataclasses
 import datetime
+import json
 import re
 
 import pytest
@@ -221,7 +222,14 @@ def test_a_small_mix_through_the_real_server_on_the_cpu(tmp_path):
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\nkept\n")
 
-    assert run_load_bench(out, device="cpu", mix=mix, time_cap_s=300, poll_s=0.5) == 0
+    results = tmp_path / "results.json"
+    assert run_load_bench(out, device="cpu", mix=mix, time_cap_s=300, poll_s=0.5,
+                          results=results) == 0
+    # each grading's result beside the tables, with what each lane did when
+    graded = json.loads(results.read_text())
+    assert sorted(g["verdict"] for g in graded) == ["compile_error", "passed", "rejected"]
+    passed = next(g for g in graded if g["verdict"] == "passed")
+    assert any("/" in span[1] for span in passed["result"]["phases"]["timeline"])
 
     text = out.read_text()
     assert text.startswith("# Benchmarks\n\nkept\n") and text.count(SECTION) == 1

@@ -36,7 +36,7 @@ for part in "$@"; do
     load*)
       n=${part#load}
       timeout ${LOAD_TIMEOUT:-200} python3 -m graders bench --load --device cuda --rounds 2 \
-        --slots-per-gpu "$n" --out "$OUT/load$n.md" > "$OUT/load$n.log" 2>&1
+        --slots-per-gpu "$n" --out "$OUT/load$n.md" --results "$OUT/load$n.json" > "$OUT/load$n.log" 2>&1
       echo "load $n slots: rc $?"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30 ;;
     b2b*)
       n=${part#b2b}

@@ -27,6 +27,8 @@ import the bench's names from.
 
 from __future__ import annotations
 
+import json
+
 import sys
 import tempfile
 from pathlib import Path
@@ -49,14 +51,15 @@ __all__ = ["CLASSES", "PHASES", "SECTION", "MixEntry", "Record", "ServerError", 
 def run_load_bench(out: Path | None, device: str = "auto", port: int = 0, rounds: int = 1,
                    only_classes=None, *, mix: list[MixEntry] | None = None,
                    time_cap_s: float | None = None, poll_s: float = 1.0,
-                   slots_per_gpu: int = 1) -> int:
+                   slots_per_gpu: int = 1, results: Path | None = None) -> int:
     """Grade the mix through the server's queue on one GPU's slots (or one CPU slot);
     print (and with `out`, record) p50/p95 per class and gradings per hour. 0 when every
     submission was graded, 1 when some were not (the time cap), 2 when the server could
     not be run.
 
     `mix` replaces the manifest (tests); `rounds` sends that many copies in one burst;
-    `slots_per_gpu` is the server's SLOTS_PER_GPU (on the CPU it changes nothing)."""
+    `slots_per_gpu` is the server's SLOTS_PER_GPU (on the CPU it changes nothing);
+    `results`: a JSON file for each grading's record and result (phases, timelines)."""
     entries = mix if mix is not None else load_mix()
     kind = load_bench_device(device)
     slots_per_gpu = max(1, slots_per_gpu) if kind == "cuda" else 1  # the CPU has one slot
@@ -91,6 +94,9 @@ def run_load_bench(out: Path | None, device: str = "auto", port: int = 0, rounds
                              "the mix of `graders/bench/mix/manifest.toml`",
                              slots_per_gpu=slots_per_gpu)
     print(section, flush=True)
+    if results:
+        results.write_text(json.dumps([r.to_json() for r in records], indent=1))
+        print(f"wrote each grading's result to {results}")
     if out:
         write_section(out, section)
         print(f"wrote the section to {out}")

@@ -38,6 +38,12 @@ class Record:
         if row.get("result") is not None:
             self.result = row["result"]
 
+    def to_json(self) -> dict:
+        """For the bench's results file: the file, its class, the queue's times, the result."""
+        return {"file": self.entry.label, "exercise": self.entry.exercise,
+                "class": self.entry.klass, "status": self.status, "verdict": self.verdict,
+                "latency_s": self.latency_s, "wait_s": self.wait_s, "result": self.result}
+
     @property
     def done(self) -> bool:
         return self.status in DONE and self.finished_at is not None
