@@ -58,7 +58,7 @@ class BusyMarks:
     def __init__(self, folder: Path, name: str):
         self.folder = folder
         self.path = folder / f"{MARK_PREFIX}{os.getpid()}-{name}"
-        self._fd: int | None = None
+        self._said_why = False
 
     @contextmanager
     def busy(self) -> Iterator[int]:
@@ -70,8 +70,10 @@ class BusyMarks:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as exc:
-            log.info("no busy mark in %s (%s): each grading counts itself alone", self.folder,
-                     exc)
+            if not self._said_why:  # once: a folder that cannot be used stays so
+                self._said_why = True
+                log.info("no busy mark in %s (%s): each grading counts itself alone",
+                         self.folder, exc)
             if fd is not None:
                 os.close(fd)
             fd = None
