@@ -9,12 +9,14 @@ points are the geometric mean of its fractions, gated by correctness.
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 from test_grading import GOOD, FakeRunnerLauncher
 
 from graders.engine.checker import grade
 from graders.engine.registry import get_exercise
 from graders.engine.spec import PerformanceSpec, PerfShape
+from graders.shared import perfinputs
 from graders.shared.perfinputs import InputRecipe
 from graders.shared.vocabulary import Device, Verdict
 
@@ -153,3 +155,87 @@ def test_a_runner_being_made_ready_keeps_the_gpu_free_while_it_compiles(tmp_path
     ready.process.close()
     assert waited < 1.0, f"timing waited {waited:.1f} s for a runner that was compiling"
     assert ready.phases["warm_s"] >= 3.0
+
+
+def test_host_work_keeps_off_the_gpu_gate(tmp_path, monkeypatch):
+    """Under load every slot's checks wait while one grading holds the GPU alone, and that
+    grading waits for every call in flight: so the gate covers only what touches the GPU.
+    A check's judging and the timed rows' float64 judging run with the gate let go; the
+    runner's calls, the timing and the rows' fetch run under it."""
+    from graders.engine import casekit, performance
+    from graders.isolation.pool import GpuGate, RunnerPool
+
+    gate = GpuGate()
+    seen = {"check": [], "timed": []}
+
+    def watching(real, where):
+        def compare(*args, **kwargs):
+            seen[where].append((gate._sharing, gate._exclusive))
+            return real(*args, **kwargs)
+        return compare
+
+    monkeypatch.setattr(casekit, "compare_rows", watching(casekit.compare_rows, "check"))
+    monkeypatch.setattr(performance, "compare_rows",
+                        watching(performance.compare_rows, "timed"))
+    path = tmp_path / "submission.py"
+    path.write_text(GOOD)
+    pool = RunnerPool(Device.CUDA, FakeGpuLauncher("honest"), gate=gate)
+    try:
+        result = grade(small_exercise(), path, Device.CUDA, pool=pool, timeout_s=60)
+    finally:
+        pool.close()
+    assert result.verdict is Verdict.PASSED, result.message
+    assert seen["check"] and seen["timed"]  # both judges ran
+    assert set(seen["check"]) == {(0, False)} and set(seen["timed"]) == {(0, False)}
+    assert result.phases["timing_judge_s"] >= 0 and "timing_s" in result.phases
+    assert any(span[1] == "timed rows judged" for span in result.phases["timeline"])
+
+
+class _LateOverrun:
+    """A runner session whose first shape's timed outputs are wrong, and whose second shape
+    runs over its budget: what a cheat that also stalls would do."""
+
+    def __init__(self, shape):
+        self.shape, self.perfs = shape, 0
+
+    def request(self, header, arrays=(), during="", budget_s=None, **_):
+        from graders.isolation import CallOverrun
+        from graders.shared.arrays import from_f64
+
+        if header["op"] == "perf":
+            self.perfs += 1
+            if self.perfs > 1:
+                raise CallOverrun(budget_s or 1.0, None, during)
+            reps = 6
+            return type("Reply", (), {"header": {
+                "reps": reps, "ms": [1.0] * reps, "copy_ms": [0.5] * reps,
+                "launches": [1] * reps, "pool": 2, "copy_bytes": self.shape.bytes_moved},
+                "arrays": []})()
+        cols = self.shape.cols
+        rows = [from_f64(np.full(cols, 1.0 / cols), "float32") for _ in header["outputs"]]
+        rows[0] = from_f64(np.full(cols, 0.5), "float32")  # not a softmax row
+        inputs = [perfinputs.host_rows(self.shape.inputs[j], perfinputs.call_seed(
+            self._seed, c, j), np.array([r])) for c, j, r in header["inputs"]]
+        return type("Reply", (), {"header": {}, "arrays": rows + [
+            type(x)(x.data[0].copy(), x.dtype) for x in inputs]})()
+
+
+def test_a_wrong_timed_row_is_named_before_a_later_shapes_overrun():
+    """The rows are judged after the measuring, so a fault found later (a later shape over
+    its budget) must not hide a wrong row found earlier: the verdict is the one the checks
+    gave when each shape's rows were judged at once."""
+    from graders.engine.performance import PerformanceRejected, PerformanceRun
+    from graders.engine.plan import load_checks_module
+    from graders.isolation import CallOverrun
+
+    exercise = small_exercise()
+    first = exercise.performance.shapes[0]
+    session = _LateOverrun(first)
+    rng = np.random.default_rng(5)
+    session._seed = int(np.random.default_rng(5).integers(0, 2**31))  # the run's first draw
+    run = PerformanceRun(exercise.performance, exercise.tolerances,
+                         load_checks_module(exercise), session, rng, None)
+    run.measure()
+    assert isinstance(run.stop, CallOverrun) and len(run.fetched) == 1
+    with pytest.raises(PerformanceRejected, match="output of timed call 1 is wrong"):
+        run.judge()

@@ -158,10 +158,10 @@ class LaneSet:
         """One part on this lane; the lane, or None if the part cost its runner."""
         began = time.monotonic()
         try:
-            # shared per part: a timing on this GPU (another slot's) waits at most one
-            # part for the GPU, and this part waits for that timing
-            with self.g.pool.gpu_gate.shared():
-                outcome = self.driver.run(lane, part, number)
+            # the GPU gate is held shared per runner call (``CheckDriver._call``), not per
+            # part: the check's own host work (inputs, the float64 reference, the judging)
+            # does not keep another slot's timing waiting
+            outcome = self.driver.run(lane, part, number)
         except RunStopped as stop:  # the result names the check that found it
             stop.check = stop.check or part.check.name
             raise

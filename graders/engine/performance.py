@@ -26,6 +26,7 @@ import numpy as np
 from graders.engine.judge import compare_rows
 from graders.engine.kernel_words import kernel_words
 from graders.engine.spec import PerformanceSpec, PerfShape, Tolerance
+from graders.isolation import CallOverrun
 from graders.shared import gpuinfo, perfinputs
 from graders.shared.stats import interquartile_spread
 
@@ -154,8 +155,27 @@ def figures(shape: PerfShape, ms: list[float], copy_ms: list[float], copy_bytes:
                         interquartile_spread(copy_ms), len(ms))
 
 
+@dataclass
+class FetchedRows:
+    """One timed run's rows the checker picked, fetched from the runner but not yet judged:
+    fetching needs the runner (and the GPU), judging needs only the host, so a grading holds
+    the GPU alone for the first and judges after it lets go (``PerformanceRun.judge``)."""
+
+    shape: PerfShape
+    seed: int
+    during: str
+    out_picks: list[tuple[int, int]]
+    in_picks: list[tuple[int, int, int]]
+    arrays: list[Any]
+    problem: str | None = None  # a fault of the report found while timing, raised after the rows
+
+
 class PerformanceRun:
-    """Times the graded shapes of ``spec`` through one runner session."""
+    """Times the graded shapes of ``spec`` through one runner session: ``measure`` (under
+    the GPU gate) times every shape and fetches the secret rows, ``judge`` (after) checks
+    those rows and returns the figures. A fault found while measuring is raised by
+    ``judge`` after the rows of the shapes timed before it, the order the checks had when
+    each shape's rows were judged at once."""
 
     def __init__(self, spec: PerformanceSpec, tolerances: dict[str, Tolerance],
                  checks_module: ModuleType, session, rng: np.random.Generator,
@@ -167,10 +187,38 @@ class PerformanceRun:
         self.budget_s = budget_s  # per timed shape, its compiles included
         # per shape label: the runner's report of its compiled kernels and the GPU's limits
         self.compiled: dict[str, tuple[Any, Any]] = {}
+        self.timed: list[ShapeFigures] = []
+        self.fetched: list[FetchedRows] = []  # in the order timed
+        self.stop: BaseException | None = None  # what ended the measuring early
+        self.clocks: Any = None
 
     def run(self) -> dict[str, Any]:
-        spec = self.spec
-        timed = [self.shape(shape) for shape in spec.shapes]
+        """Both steps at once (where nothing else shares the GPU)."""
+        self.measure()
+        return self.judge()
+
+    def measure(self) -> None:
+        """Times each shape in turn and fetches its rows; stops at the first fault (kept
+        for ``judge``: a rejection, or a call over its budget)."""
+        for shape in self.spec.shapes:
+            try:
+                self.timed.append(self.shape(shape))
+            except (PerformanceRejected, CallOverrun) as stop:
+                self.stop = stop
+                break
+        # read while the GPU is still this grading's alone (as before the split)
+        self.clocks = gpuinfo.clocks(self.gpu_index)
+
+    def judge(self) -> dict[str, Any]:
+        """Every fetched row judged (the first wrong one rejects), then what stopped the
+        measuring, if anything, then the figures."""
+        for rows in self.fetched:
+            self._judge_rows(rows)
+            if rows.problem is not None:
+                raise PerformanceRejected(rows.problem)
+        if self.stop is not None:
+            raise self.stop
+        spec, timed = self.spec, self.timed
         capped = [min(f.fraction, 1.0) for f in timed]
         geomean = math.exp(sum(math.log(max(c, 1e-9)) for c in capped) / len(capped))
         gbs_mean = math.exp(sum(math.log(f.gbs) for f in timed) / len(timed))
@@ -180,7 +228,7 @@ class PerformanceRun:
             "points": round(spec.points * geomean, 2),
             "max_points": spec.points,
             "shapes": [{**f.to_json(), "diagnosis": self.diagnosis(f)} for f in timed],
-            "clocks": gpuinfo.clocks(self.gpu_index),
+            "clocks": self.clocks,
             "method": METHOD,
         }
 
@@ -242,16 +290,25 @@ class PerformanceRun:
         if not isinstance(launches, list) or len(launches) < reps or min(launches) < 1:
             raise PerformanceRejected(f"a timed call returned without launching a Triton "
                                       f"kernel {during}", flag=False)
-        self._check_rows(shape, seed, reps, int(reply.get("pool", 0)), during)
+        rows = self._fetch_rows(shape, seed, reps, int(reply.get("pool", 0)), during)
+        self.fetched.append(rows)
 
         self.compiled[shape.label] = (reply.get("kernels"), reply.get("device_limits"))
         copy_bytes = reply.get("copy_bytes")
         if not isinstance(copy_bytes, int) or abs(copy_bytes - shape.bytes_moved) > 2:
-            raise PerformanceRejected(f"the copy beside the timed calls moved the wrong bytes {during}")
+            # raised by judge(), after these rows (the order of the checks before the split)
+            rows.problem = f"the copy beside the timed calls moved the wrong bytes {during}"
+            raise PerformanceRejected(rows.problem)
         return figures(shape, ms, copy_ms, copy_bytes)
 
     def _check_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str) -> None:
-        """One secret row of every timed call's output, and of each input left in the pool."""
+        """Fetch and judge at once (the two steps of a timed run's rows, for a test)."""
+        self._judge_rows(self._fetch_rows(shape, seed, reps, pool, during))
+
+    def _fetch_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str
+                    ) -> FetchedRows:
+        """One secret row of every timed call's output, and of each input left in the pool,
+        picked now (the generator's order is the checks' order) and fetched."""
         out_picks = [(i, int(self.rng.integers(0, shape.rows))) for i in range(reps)]
         pool = max(1, min(pool, reps))
         in_picks = [(c, j, int(self.rng.integers(0, shape.rows)))
@@ -261,7 +318,14 @@ class PerformanceRun:
                                      budget_s=self.budget_s)
         if len(reply.arrays) != len(out_picks) + len(in_picks):
             raise PerformanceRejected(f"the timed run's rows do not add up {during}")
-        got_out, got_in = reply.arrays[:len(out_picks)], reply.arrays[len(out_picks):]
+        return FetchedRows(shape, seed, during, out_picks, in_picks, list(reply.arrays))
+
+    def _judge_rows(self, fetched: FetchedRows) -> None:
+        """The fetched rows against the inputs recomputed from the seed recipe and the float64
+        reference: host work only, done after the GPU is let go."""
+        shape, seed, during = fetched.shape, fetched.seed, fetched.during
+        out_picks, in_picks = fetched.out_picks, fetched.in_picks
+        got_out, got_in = fetched.arrays[:len(out_picks)], fetched.arrays[len(out_picks):]
         for (c, j, row), got in zip(in_picks, got_in):
             recipe = shape.inputs[j]
             want = perfinputs.host_rows(recipe, perfinputs.call_seed(seed, c, j), np.array([row]))

@@ -3,7 +3,8 @@
 While the other lanes check, one lane compiles the timed shapes' kernels (``warm_up``).
 When the checks are done, that lane times (``time_submission``) holding the GPU gate
 exclusive: other slots' checks and warm runners being made keep off the GPU meanwhile.
-What the runner measures is checked and scored by ``graders.engine.performance``.
+What the runner measures is checked and scored by ``graders.engine.performance``, the
+secret rows fetched under the gate and judged after it is let go.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from graders.engine.performance import (TIMING_BUDGET_S, PerformanceRejected, Pe
                                         timing_request)
 from graders.engine.results import GradeResult
 from graders.engine.spec import PerformanceSpec
-from graders.isolation import (TIMING_NICE, CallOverrun, RunStopped, Session,
-                               overrun_message)
+from graders.isolation import TIMING_NICE, CallOverrun, RunStopped, overrun_message
 from graders.shared.vocabulary import Verdict
 
 
@@ -58,6 +58,11 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
         lane = open_lane(g, result)
     # its host side ahead of every lane's compiles on this host: the GPU waits on it
     result.phases["timing_prioritized"] = lane.process.set_priority(TIMING_NICE)
+    run = PerformanceRun(spec, g.exercise.tolerances, module, lane.session, g.rng("performance"),
+                         getattr(g.launcher, "gpu_index", None),
+                         budget_s=g.budget_s + TIMING_BUDGET_S,
+                         on_shape=lambda label, began, ended: g.state.note_span(
+                             -1, f"timing {label}", began, g.started, ended))
     started = time.monotonic()
     try:
         # only now, the lanes' threads joined: none of this grading holds the gate shared
@@ -65,21 +70,23 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
         # Warm runners being made, and other slots' checks on this GPU, keep off it.
         with g.pool.gpu_gate.exclusive():
             result.phases["timing_gate_wait_s"] = round(time.monotonic() - started, 3)
-            _time(g, lane.session, spec, module, result)
+            with lane.session.timing_memory():  # the GPU's one timing reserve, beside the cap
+                run.measure()
     finally:
         result.phases["timing_s"] = round(time.monotonic() - started, 3)
-
-
-def _time(g: Grading, session: Session, spec: PerformanceSpec, module: ModuleType,
-          result: GradeResult) -> None:
-    run = PerformanceRun(spec, g.exercise.tolerances, module, session, g.rng("performance"),
-                         getattr(g.launcher, "gpu_index", None),
-                         budget_s=g.budget_s + TIMING_BUDGET_S,
-                         on_shape=lambda label, began, ended: g.state.note_span(
-                             -1, f"timing {label}", began, g.started, ended))
+    # the rows judged on the host with the GPU let go: every other slot's checks wait
+    # while a grading holds it alone, and a long row's float64 reference is host seconds
+    judging = time.monotonic()
     try:
-        with session.timing_memory():  # the GPU's one timing reserve, beside the job's cap
-            result.performance = run.run()
+        _judge(run, spec, result)
+    finally:
+        result.phases["timing_judge_s"] = round(time.monotonic() - judging, 3)
+        g.state.note_span(-1, "timed rows judged", judging, g.started, time.monotonic())
+
+
+def _judge(run: PerformanceRun, spec: PerformanceSpec, result: GradeResult) -> None:
+    try:
+        result.performance = run.judge()
     except PerformanceRejected as bad:
         result.flag = bad.message if bad.flag else None
         raise RunStopped(Verdict.REJECTED, bad.message, bad.line) from None

@@ -25,6 +25,8 @@ and the rows it asks for, and judges both.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from typing import Any
 
@@ -98,6 +100,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
             return fn(*args, **kwargs)
 
     state = guard.CallGuard(runner.submission, stream=stream.cuda_stream)
+    probe = _Probe(torch, Event, record, stream) if os.environ.get("GRADERS_RUNNER_PROFILE") else None
     times, copies, outputs, launches = [], [], [], []
     events, kernels = [], []
     try:
@@ -111,7 +114,11 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
     started = time.monotonic()
     for i in range(0 if state.violations else max_reps):
         slot = i % pool_size
+        if probe:
+            probe.mark("other")
         fill(slot, i)
+        if probe:
+            probe.mark("fill")
         c0, c1, e0, e1 = (Event(enable_timing=True) for _ in range(4))
         zero(flush)
         gpu_sleep(HEADSTART_CYCLES)
@@ -132,6 +139,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
                 raise
             break
         record(e1, stream)
+        if probe:
+            probe.mark("call")
         launches.append(state.launches - before)
         if state.violations or state.foreign_streams:
             break
@@ -142,6 +151,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
                                                        "expected a torch.Tensor"}}, None)
         outputs.append(out.clone())
         events.append((c0, c1, e0, e1))
+        if probe:
+            probe.mark("clone")
         if i + 1 >= min_reps:  # stop as soon as the spread rule holds
             torch.cuda.synchronize()
             times = [elapsed(a, b) for _, _, a, b in events]
@@ -151,6 +162,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
     times = [elapsed(e0, e1) for _, _, e0, e1 in events]
     copies = [elapsed(c0, c1) for c0, c1, _, _ in events]
     del flush, copy_src, copy_dst
+    if probe:
+        probe.report(header, len(times), time.monotonic() - started, elapsed)
 
     reply = {
         "ok": True,
@@ -170,6 +183,40 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
                    "dtype": str(outputs[0].dtype).replace("torch.", "") if outputs else ""},
     }
     return reply, TimedRun(recipes, pool, outputs)
+
+
+class _Probe:
+    """``GRADERS_RUNNER_PROFILE=1`` only (an operator's breakdown, never in service): where a
+    shape's timed loop spends its wall time on the host (making inputs, the call with its
+    flushes and head starts, cloning the output, the rest: waiting on the GPU, the spread
+    rule), and the GPU time of each part from events recorded between them. Printed on
+    the runner's output, beside its cProfile."""
+
+    def __init__(self, torch, Event, record, stream):  # noqa: N803 - the timer's own parts
+        self.Event, self.record, self.stream = Event, record, stream
+        self.host: dict[str, float] = {}
+        self.marks: list[tuple[str, Any]] = []
+        self.last = time.perf_counter()
+        self.mark("start")
+
+    def mark(self, part: str) -> None:
+        now = time.perf_counter()
+        self.host[part] = self.host.get(part, 0.0) + now - self.last
+        self.last = now
+        event = self.Event(enable_timing=True)
+        self.record(event, self.stream)
+        self.marks.append((part, event))
+
+    def report(self, header: dict[str, Any], reps: int, wall_s: float, elapsed) -> None:
+        gpu: dict[str, float] = {}
+        for (_, a), (part, b) in zip(self.marks, self.marks[1:]):
+            gpu[part] = gpu.get(part, 0.0) + elapsed(a, b)
+        first = header["inputs"][0]
+        shape = f"{first['rows']}×{first['cols']} {first['dtype']}"
+        print(f"timing probe {header['fn']} {shape}: {reps} reps in {wall_s:.3f} s; host s "
+              + ", ".join(f"{k} {v:.3f}" for k, v in self.host.items() if k != "start")
+              + "; GPU ms " + ", ".join(f"{k} {v:.1f}" for k, v in gpu.items()),
+              file=sys.stderr, flush=True)
 
 
 def warm_up(runner, header: dict[str, Any], decode) -> dict[str, Any]:

@@ -109,8 +109,11 @@ def host_rows(recipe: InputRecipe, seed: int, rows: np.ndarray) -> HostArray:
 
 
 def _np_hash(idx: np.ndarray, seed: int) -> np.ndarray:
-    h = (idx.astype(np.uint64) * np.uint64(GOLDEN) + np.uint64(seed)) & np.uint64(M32)
-    return _fmix(h, lambda v: v & np.uint64(M32)).astype(np.int64)
+    # numpy's uint32 arithmetic wraps modulo 2**32, which is the mask the torch side applies
+    # to its int64 values: the same bits with half the bytes and no masking, about 4x faster
+    # on the checker's rows (a 1048576-column row is checked for every timed call)
+    h = idx.astype(np.uint32) * np.uint32(GOLDEN) + np.uint32(seed)
+    return _fmix(h, lambda v: v).astype(np.int64)
 
 
 # -- torch (the runner) --------------------------------------------------------------------
