@@ -2,7 +2,8 @@
 # Issue 43 on the H200: one GPU's slots, each job's GPU memory cap, where a grading's time
 # goes. Usage on the device, from the repo root: bash docs/experiments/issue43_gpu.sh PART...
 # PART: captests | latency | lanes (lanes_cost.py: wall and CPU-s per grading by lanes) |
-#       loadN (N slots sharing the GPU, 2 copies of the mix) |
+#       profile | loadN (N slots sharing the GPU, 2 copies of the mix; with
+#       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went) |
 #       b2bN (12 references back to back through the real server, N slots) | verdicts
 # (the selftest of the tree before issue 43, carried as .old/old.tar.gz, against this one).
 # Results go to $OUT.
@@ -32,12 +33,14 @@ for part in "$@"; do
           reference_solutions/$ex/solution.py --device cuda --lanes 1 --json > "$OUT/profile_$ex.json" 2>/dev/null
         python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['verdict'], r['duration_s']); print(r['output'][:9000])" \
           "$OUT/profile_$ex.json" > "$OUT/profile_$ex.txt" 2>&1; head -3 "$OUT/profile_$ex.txt"
-      done ;;
+      done
+      python3 docs/experiments/timing_probe.py "$OUT"/profile_*.json | tee "$OUT/profile_probe.txt" ;;
     load*)
       n=${part#load}
       timeout ${LOAD_TIMEOUT:-200} python3 -m graders bench --load --device cuda --rounds 2 \
         --slots-per-gpu "$n" --out "$OUT/load$n.md" --results "$OUT/load$n.json" > "$OUT/load$n.log" 2>&1
-      echo "load $n slots: rc $?"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30 ;;
+      echo "load $n slots: rc $?"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
+      [ -f "$OUT/load$n.json" ] && python3 docs/experiments/timing_probe.py "$OUT/load$n.json" | tee "$OUT/load${n}_probe.txt" ;;
     b2b*)
       n=${part#b2b}
       timeout ${B2B_TIMEOUT:-200} python3 -m graders bench --back-to-back 12 --device cuda \

@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE",
                     "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
                     "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
-                    # an operator's profile of the runners (graders/runner/main.py)
-                    "GRADERS_RUNNER_PROFILE")
+                    # an operator's profile of the runners (graders/runner/main.py), and of
+                    # their timed loops alone (graders/runner/timing.py, no cProfile)
+                    "GRADERS_RUNNER_PROFILE", "GRADERS_TIMING_PROBE")
 
 # A runner's CPU priority (nice): below the grader's, and below the one runner that times,
 # which is raised to TIMING_NICE (``RunnerProcess.set_priority``). Timing holds the GPU alone

@@ -100,7 +100,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
             return fn(*args, **kwargs)
 
     state = guard.CallGuard(runner.submission, stream=stream.cuda_stream)
-    probe = _Probe(torch, Event, record, stream) if os.environ.get("GRADERS_RUNNER_PROFILE") else None
+    probe = (_Probe(torch, Event, record, stream) if os.environ.get("GRADERS_RUNNER_PROFILE")
+             or os.environ.get("GRADERS_TIMING_PROBE") else None)
     times, copies, outputs, launches = [], [], [], []
     events, kernels = [], []
     try:
@@ -186,7 +187,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
 
 
 class _Probe:
-    """``GRADERS_RUNNER_PROFILE=1`` only (an operator's breakdown, never in service): where a
+    """``GRADERS_RUNNER_PROFILE=1`` or ``GRADERS_TIMING_PROBE=1`` only (an operator's
+    breakdown, never in service; the probe alone costs four events a repetition): where a
     shape's timed loop spends its wall time on the host (making inputs, the call with its
     flushes and head starts, cloning the output, the rest: waiting on the GPU, the spread
     rule), and the GPU time of each part from events recorded between them. Printed on
