@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 import statistics
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -158,8 +160,8 @@ def figures(shape: PerfShape, ms: list[float], copy_ms: list[float], copy_bytes:
 @dataclass
 class FetchedRows:
     """One timed run's rows the checker picked, fetched from the runner but not yet judged:
-    fetching needs the runner (and the GPU), judging needs only the host, so a grading holds
-    the GPU alone for the first and judges after it lets go (``PerformanceRun.judge``)."""
+    fetching needs the runner (and the GPU), judging needs only the host, so it runs beside
+    the timing of the next shapes and ends after the GPU is let go (``RowJudge``)."""
 
     shape: PerfShape
     seed: int
@@ -170,10 +172,57 @@ class FetchedRows:
     problem: str | None = None  # a fault of the report found while timing, raised after the rows
 
 
+class RowJudge:
+    """Judges fetched rows on a thread of its own, in the order they came, while the next
+    shapes are timed: the host's float64 work overlaps the runner's timing, and what is
+    left when the measuring ends is short. The first fault is kept (raised by ``result``)
+    and the rows after it are not judged."""
+
+    def __init__(self, judge_one: Callable[[FetchedRows], None]):
+        self._judge_one = judge_one
+        self._pool: ThreadPoolExecutor | None = None
+        self._futures: list[Any] = []
+        self._fault: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def add(self, rows: FetchedRows) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="timed-rows")
+        self._futures.append(self._pool.submit(self._one, rows))
+
+    def _one(self, rows: FetchedRows) -> None:
+        with self._lock:
+            if self._fault is not None:
+                return
+        try:
+            self._judge_one(rows)
+            rows.arrays = []  # judged: the host memory goes back
+            if rows.problem is not None:  # found while timing, raised after its rows
+                raise PerformanceRejected(rows.problem)
+        except Exception as fault:  # noqa: BLE001 - raised again in the grading's thread
+            with self._lock:
+                self._fault = fault
+
+    @property
+    def failed(self) -> bool:
+        with self._lock:
+            return self._fault is not None
+
+    def result(self) -> None:
+        """Waits for every row added; raises the first fault."""
+        for future in self._futures:
+            future.result()
+        if self._pool is not None:
+            self._pool.shutdown()
+        if self._fault is not None:
+            raise self._fault
+
+
 class PerformanceRun:
     """Times the graded shapes of ``spec`` through one runner session: ``measure`` (under
-    the GPU gate) times every shape and fetches the secret rows, ``judge`` (after) checks
-    those rows and returns the figures. A fault found while measuring is raised by
+    the GPU gate) times every shape and fetches the secret rows, which a thread of their
+    own judges meanwhile (``RowJudge``); ``judge`` (after the gate) waits for the rest of
+    that judging and returns the figures. A fault found while measuring is raised by
     ``judge`` after the rows of the shapes timed before it, the order the checks had when
     each shape's rows were judged at once."""
 
@@ -189,6 +238,7 @@ class PerformanceRun:
         self.compiled: dict[str, tuple[Any, Any]] = {}
         self.timed: list[ShapeFigures] = []
         self.fetched: list[FetchedRows] = []  # in the order timed
+        self.judging = RowJudge(self._judge_rows)  # judges them meanwhile, in that order
         self.stop: BaseException | None = None  # what ended the measuring early
         self.clocks: Any = None
 
@@ -201,6 +251,8 @@ class PerformanceRun:
         """Times each shape in turn and fetches its rows; stops at the first fault (kept
         for ``judge``: a rejection, or a call over its budget)."""
         for shape in self.spec.shapes:
+            if self.judging.failed:  # a wrong row already decides the verdict
+                break
             try:
                 self.timed.append(self.shape(shape))
             except (PerformanceRejected, CallOverrun) as stop:
@@ -212,10 +264,7 @@ class PerformanceRun:
     def judge(self) -> dict[str, Any]:
         """Every fetched row judged (the first wrong one rejects), then what stopped the
         measuring, if anything, then the figures."""
-        for rows in self.fetched:
-            self._judge_rows(rows)
-            if rows.problem is not None:
-                raise PerformanceRejected(rows.problem)
+        self.judging.result()
         if self.stop is not None:
             raise self.stop
         spec, timed = self.spec, self.timed
@@ -291,13 +340,14 @@ class PerformanceRun:
             raise PerformanceRejected(f"a timed call returned without launching a Triton "
                                       f"kernel {during}", flag=False)
         rows = self._fetch_rows(shape, seed, reps, int(reply.get("pool", 0)), during)
-        self.fetched.append(rows)
-
         self.compiled[shape.label] = (reply.get("kernels"), reply.get("device_limits"))
         copy_bytes = reply.get("copy_bytes")
         if not isinstance(copy_bytes, int) or abs(copy_bytes - shape.bytes_moved) > 2:
             # raised by judge(), after these rows (the order of the checks before the split)
             rows.problem = f"the copy beside the timed calls moved the wrong bytes {during}"
+        self.fetched.append(rows)
+        self.judging.add(rows)
+        if rows.problem is not None:
             raise PerformanceRejected(rows.problem)
         return figures(shape, ms, copy_ms, copy_bytes)
 
