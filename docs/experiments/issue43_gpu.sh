@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 43 on the H200: one GPU's slots, each job's GPU memory cap, where a grading's time
 # goes. Usage on the device, from the repo root: bash docs/experiments/issue43_gpu.sh PART...
-# PART: captests | latency | lanes (lanes_cost.py: wall and CPU-s per grading by lanes) |
+# PART: captests | gputests | latency | lanes (lanes_cost.py: wall and CPU-s per grading by lanes) |
 #       profile | loadN (N slots sharing the GPU, 2 copies of the mix; with
 #       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went) |
 #       b2bN (12 references back to back through the real server, N slots) | verdicts
@@ -21,6 +21,10 @@ for part in "$@"; do
     captests)
       timeout ${CAP_TIMEOUT:-120} python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/test_gpu_memory_cap.py ${CAP_MORE:-} 2>&1 | tail -15 | tee "$OUT/captests.log" ;;
+    gputests)  # the GPU tests but the whole selftest (the verdicts part runs that, twice)
+      timeout ${GPUTESTS_TIMEOUT:-240} python3 -m pytest -q -m gpu -p no:cacheprovider \
+        tests/test_gpu.py tests/test_gpu_memory_cap.py -k "not selftest_on_cuda" 2>&1 \
+        | tail -15 | tee "$OUT/gputests.log" ;;
     latency)
       timeout ${LATENCY_TIMEOUT:-150} python3 docs/experiments/worker_latency.py --device cuda \
         --repeat 12 --out "$OUT/latency.json" 2>&1 | tail -30 | tee "$OUT/latency.log" ;;
