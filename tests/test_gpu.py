@@ -214,6 +214,31 @@ def test_a_patched_timer_is_not_the_timer(slot, tmp_path):
     assert all(s["fraction"] <= 1.05 for s in result.performance["shapes"])
 
 
+SLOW_HOST = GOOD.replace("def softmax(", "def _softmax(") + '''
+
+import time as _time
+
+
+def softmax(x):
+    _time.sleep(0.004)  # a host slow to queue the call, as a busy machine's can be
+    return _softmax(x)
+'''
+
+
+def test_a_host_slow_to_queue_its_call_is_not_timed_waiting(slot, tmp_path):
+    """A timed call is timed from a start event the GPU reaches after a 1 ms spin; a host
+    that takes longer to queue the call (here 4 ms of Python before the launch, as a busy
+    machine's would) would be timed with the GPU waiting for it. The spin doubles after
+    each late repetition, so the kernel's own time is what the median reads."""
+    good = _grade(slot, tmp_path, "good", GOOD, performance=True, timeout_s=300)
+    slow = _grade(slot, tmp_path, "slow", SLOW_HOST, performance=True, timeout_s=300)
+    assert good.verdict is Verdict.PASSED and slow.verdict is Verdict.PASSED, slow.message
+    _print_performance("the same kernel", good.performance)
+    _print_performance("the same kernel, 4 ms of Python before each launch", slow.performance)
+    for g, s in zip(good.performance["shapes"], slow.performance["shapes"]):
+        assert s["fraction"] > 0.85 * g["fraction"], (g["label"], g["fraction"], s["fraction"])
+
+
 def test_work_on_a_side_stream_is_rejected(slot, tmp_path):
     result = _grade(slot, tmp_path, "side", SIDE_STREAM, performance=True, timeout_s=300)
     print(f"\nside stream: {result.verdict.value}: {result.message[:200]}")

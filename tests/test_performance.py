@@ -8,6 +8,7 @@ points are the geometric mean of its fractions, gated by correctness.
 
 import dataclasses
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -240,7 +241,35 @@ def test_a_wrong_timed_row_is_named_before_a_later_shapes_overrun():
     session._seed = int(np.random.default_rng(5).integers(0, 2**31))  # the run's first draw
     run = PerformanceRun(exercise.performance, exercise.tolerances,
                          load_checks_module(exercise), session, rng, None)
+    measured = threading.Event()  # the judging held back until the measuring has ended
+    judge_rows = run._judge_rows
+    run.judging._judge_one = lambda rows: (measured.wait(10), judge_rows(rows))
     run.measure()
+    measured.set()
     assert isinstance(run.stop, CallOverrun) and len(run.fetched) == 1
+    with pytest.raises(PerformanceRejected, match="output of timed call 1 is wrong"):
+        run.judge()
+
+
+def test_a_wrong_timed_row_stops_the_timing_of_the_shapes_after_it():
+    """The verdict is decided once a timed row is wrong: the shapes after it are not timed
+    (a cheat does not hold the GPU alone for the rest of its shapes)."""
+    from graders.engine.performance import PerformanceRejected, PerformanceRun
+    from graders.engine.plan import load_checks_module
+
+    exercise = small_exercise()
+    session = _LateOverrun(exercise.performance.shapes[0])
+    session._seed = int(np.random.default_rng(5).integers(0, 2**31))
+    run = PerformanceRun(exercise.performance, exercise.tolerances,
+                         load_checks_module(exercise), session, np.random.default_rng(5), None)
+    add = run.judging.add
+
+    def judged_at_once(rows):  # as when the judging keeps up with the timing
+        add(rows)
+        run.judging._futures[-1].result()
+
+    run.judging.add = judged_at_once
+    run.measure()
+    assert session.perfs == 1 and run.stop is None and len(run.timed) == 1
     with pytest.raises(PerformanceRejected, match="output of timed call 1 is wrong"):
         run.judge()

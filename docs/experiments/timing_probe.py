@@ -17,7 +17,8 @@ import re
 import statistics
 from collections import defaultdict
 
-LINE = re.compile(r"timing probe (\S+) (\S+ \S+): (\d+) reps in ([\d.]+) s; host s (.*); GPU ms (.*)")
+LINE = re.compile(r"timing probe (\S+) (\S+ \S+): (\d+) reps in ([\d.]+) s, (\d+) late; "
+                  r"host s (.*); GPU ms (.*)")
 
 
 def parts(text: str) -> dict[str, float]:
@@ -44,8 +45,9 @@ def main() -> int:
         with open(name) as f:
             for result in results(json.load(f)):
                 for m in LINE.finditer(result.get("output") or ""):
-                    fn, shape, reps, wall, host, gpu = m.groups()
+                    fn, shape, reps, wall, late, host, gpu = m.groups()
                     shapes[f"{fn} {shape}"].append({"reps": int(reps), "wall": float(wall),
+                                                     "late": int(late),
                                                      **{f"host {k}": v for k, v in parts(host).items()},
                                                      **{f"gpu {k}": v for k, v in parts(gpu).items()}})
                 for key in ("timing_gate_wait_s", "timing_s", "timing_judge_s", "checks_s",

@@ -39,7 +39,7 @@ TIMING = {"min_reps": 10, "max_reps": 100, "target_spread": 0.02, "budget_s": 4.
 # a timed shape's budget is a call's plus this: the repetitions themselves, and the copy
 TIMING_BUDGET_S = 10.0
 METHOD = ("CUDA-event times of 10-100 calls (until their interquartile spread is under 2 %); L2 flushed and a 1 ms GPU head start before "
-          "each; inputs made fresh for every call from a pool larger than L2; a "
+          "each (doubled after a call the host queued late); inputs made fresh for every call from a pool larger than L2; a "
           "device-to-device copy of the same bytes timed beside every call; fraction = median "
           "of the per-call (copy time ÷ call time); bytes = the least the algorithm must move")
 
