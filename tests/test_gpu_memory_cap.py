@@ -130,6 +130,99 @@ def test_the_driver_figures_are_read_per_process_and_summed_per_job():
     assert not gpu_memory.over_cap(None, cap) and not gpu_memory.over_cap(100 * GIB, 0)
 
 
+class FakeNvml:
+    """A stand-in for ``pynvml`` (nvidia-ml-py) on a GPU that holds ``apps``."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU, nvmlMemory_v2 = 1, 2, 0, 0x2000028
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, apps, used, total, fails_init=False):
+        self.apps, self.used, self.total, self.fails_init = apps, used, total, fails_init
+        self.inits = self.readings = 0
+
+    def nvmlInit(self):
+        self.inits += 1
+        if self.fails_init:
+            raise self.NVMLError("NVML Shared Library Not Found")
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        if index != 0:
+            raise self.NVMLError("Invalid Argument")
+        return "gpu0"
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        self.readings += 1
+        return [type("P", (), {"pid": pid, "usedGpuMemory": used})() for pid, used in self.apps]
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        assert version == self.nvmlMemory_v2  # the figures nvidia-smi reports (reserved apart)
+        return type("M", (), {"used": self.used, "total": self.total})()
+
+    def nvmlDeviceGetClockInfo(self, handle, which):
+        return {1: 1980, 2: 3201}[which]
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, which):
+        return {1: 1980, 2: 3201}[which]
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 123456  # mW
+
+    def nvmlDeviceGetTemperature(self, handle, which):
+        return 41
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    from graders.shared import nvml
+
+    def install(fake):
+        monkeypatch.setitem(sys.modules, "pynvml", fake)
+        nvml.forget()
+        return fake
+    yield install
+    nvml.forget()
+
+
+def test_the_driver_is_read_in_process_through_nvml_and_no_nvidia_smi_is_started(
+        fake_nvml, monkeypatch):
+    from graders.shared import gpuinfo
+
+    def no_process(*args, **kwargs):
+        raise AssertionError(f"a process was started to read the driver: {args[0]}")
+    monkeypatch.setattr(subprocess, "run", no_process)
+    fake = fake_nvml(FakeNvml([(4242, 5000 * MIB), (4243, None), (17, 300 * MIB),
+                               (4242, 24 * MIB)], used=9 * GIB, total=H200))
+    for _ in range(3):
+        sample = gpu_memory.read_sample(0)
+    # the same figures nvidia-smi's rows give (test above): per pid, summed; "[N/A]" left out
+    assert sample.by_pid == {4242: 5024 * MIB, 17: 300 * MIB}
+    assert (sample.used, sample.total, sample.free) == (9 * GIB, H200, H200 - 9 * GIB)
+    assert gpu_memory.total_bytes(0) == H200
+    assert fake.inits == 1 and fake.readings == 3  # initialised once per process
+    # the clocks read at the end of every timing, in nvidia-smi's fields and units
+    assert gpuinfo.clocks(0) == {"clocks.sm": "1980", "clocks.mem": "3201",
+                                 "clocks.max.sm": "1980", "clocks.max.mem": "3201",
+                                 "power.draw": "123.46", "temperature.gpu": "41"}
+
+
+def test_without_nvml_or_when_it_fails_nvidia_smi_is_asked(fake_nvml, monkeypatch):
+    asked = []
+
+    def smi(args):
+        asked.append(args[1])
+        return [["4242", "5000"]] if "apps" in args[1] else [["9216", "143771"]]
+    monkeypatch.setattr(gpu_memory, "_smi_rows", smi)
+    fake_nvml(FakeNvml([], 0, H200, fails_init=True))  # no driver library
+    assert gpu_memory.read_sample(0).by_pid == {4242: 5000 * MIB}
+    assert len(asked) == 2
+    fake_nvml(FakeNvml([(1, MIB)], MIB, H200))
+    sample = gpu_memory.read_sample(1)  # NVML knows no GPU 1: nvidia-smi may
+    assert sample.by_pid == {4242: 5000 * MIB} and sample.total == 143771 * MIB
+    assert len(asked) == 4
+
+
 @pytest.mark.parametrize("own, full, verdict", [
     (2 * GIB, True, "grader_error"),   # within its cap on a full GPU: another job's doing
     (9 * GIB, True, "memory_limit"),   # over its cap: its own
@@ -425,3 +518,38 @@ def test_a_job_past_its_cap_fails_memory_limit_and_the_job_beside_it_passes(tmp_
     assert results["hog"].verdict is Verdict.MEMORY_LIMIT, results["hog"].message
     assert results["good"].verdict is Verdict.PASSED, results["good"].message
     assert results["good"].performance.get("points", 0) > 0
+
+
+@pytest.mark.gpu
+def test_nvml_in_process_reads_what_nvidia_smi_reads(tmp_path):
+    """The in-process reading (graders/shared/nvml.py) against nvidia-smi's, of a process
+    holding 1 GiB on GPU 0: the same pid, the same MiB, the same GPU total and max clocks."""
+    from graders.shared import gpuinfo, nvml
+
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, torch; x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); "
+        "torch.cuda.synchronize(); print('ready', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        nvml.forget()
+        apps = nvml.compute_apps(0)
+        assert apps is not None, "NVML did not load on the GPU machine"
+        smi = gpu_memory.parse_apps(gpu_memory._smi_rows(
+            ["--id=0", "--query-compute-apps=pid,used_memory"]))
+        assert holder.pid in apps and holder.pid in smi
+        assert abs(apps[holder.pid] - smi[holder.pid]) <= MIB  # nvidia-smi rounds to MiB
+        assert apps[holder.pid] >= GIB
+        total = gpu_memory._smi_rows(["--id=0", "--query-gpu=memory.total"])[0][0]
+        assert nvml.memory(0)[1] // MIB == int(total)
+        by_nvml = gpuinfo.clocks(0)
+        nvml.forget()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(nvml, "clocks", lambda index: None)
+            by_smi = gpuinfo.clocks(0)
+        assert set(by_nvml) == set(by_smi)
+        assert by_nvml["clocks.max.sm"] == by_smi["clocks.max.sm"]
+        assert by_nvml["clocks.max.mem"] == by_smi["clocks.max.mem"]
+    finally:
+        holder.kill()
+        holder.wait()

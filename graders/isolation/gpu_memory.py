@@ -13,8 +13,9 @@ for it. So every runner has a cap, in two layers:
   process and could lift the fraction, and Triton's and the driver's own allocations bypass
   torch's allocator: this layer is a courtesy to honest code, believed by nobody;
 - **outside it** (``watch``, from the runner's process watch, graders/isolation/launch.py):
-  while a call runs, what the driver reports for the job's processes (NVML, through
-  ``nvidia-smi --query-compute-apps``) is held to the cap plus a CUDA context; past it
+  while a call runs, what the driver reports for the job's processes (NVML in this process,
+  graders/shared/nvml.py, or ``nvidia-smi --query-compute-apps``) is held to the cap plus a
+  CUDA context; past it
   the runner is killed and the job fails `memory_limit`. This is the layer a submission
   cannot talk its way out of.
 
@@ -43,6 +44,7 @@ from typing import Iterable, Mapping
 # the sizes, shared with the server's and the worker's sizing of slots
 from graders.shared.gpu_sizing import (CONTEXT_BYTES, GIB, MIB, driver_limit,  # noqa: F401
                                        size_cap, timing_cap)
+from graders.shared import nvml
 from graders.shared.protocol import GPU_MEMORY_CAP_ENV
 
 log = logging.getLogger(__name__)
@@ -106,8 +108,13 @@ def parse_apps(rows: list[list[str]] | None) -> dict[int, int] | None:
 
 
 def read_sample(gpu_index: int) -> Sample:
-    """The driver's figures now: memory per process, and the GPU's used and total."""
+    """The driver's figures now: memory per process, and the GPU's used and total. Through
+    NVML in this process where it loads (graders/shared/nvml.py: no process started per
+    reading), else nvidia-smi."""
     now = time.monotonic()
+    apps, whole = nvml.compute_apps(gpu_index), nvml.memory(gpu_index)
+    if apps is not None and whole is not None:
+        return Sample(now, apps, *whole)
     apps = parse_apps(_smi_rows([f"--id={gpu_index}", "--query-compute-apps=pid,used_memory"]))
     whole = _smi_rows([f"--id={gpu_index}", "--query-gpu=memory.used,memory.total"])
     used = total = None
@@ -119,7 +126,10 @@ def read_sample(gpu_index: int) -> Sample:
 
 
 def total_bytes(gpu_index: int) -> int | None:
-    """The GPU's memory as the driver reports it; None without nvidia-smi."""
+    """The GPU's memory as the driver reports it; None without NVML and nvidia-smi."""
+    whole = nvml.memory(gpu_index)
+    if whole is not None:
+        return whole[1]
     rows = _smi_rows([f"--id={gpu_index}", "--query-gpu=memory.total"])
     try:
         return int(rows[0][0]) * MIB
@@ -129,7 +139,8 @@ def total_bytes(gpu_index: int) -> int | None:
 
 class _Samples:
     """One reading serves every runner of this process on a GPU for SAMPLE_MAX_AGE_S (each
-    costs an nvidia-smi of ~0.1 s), and the last time each GPU was seen full is kept."""
+    is a few NVML calls, or an nvidia-smi of ~0.1 s), and the last time each GPU was seen
+    full is kept."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

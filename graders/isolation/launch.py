@@ -323,7 +323,7 @@ class RunnerProcess:
         while not over.wait(PROCESS_POLL_S):
             if self.over_process_cap():
                 return
-            # and its GPU memory, less often (an nvidia-smi is ~0.1 s): a job that takes the
+            # and its GPU memory, less often (NVML, or an nvidia-smi of ~0.1 s): a job that takes the
             # GPU's memory past its cap by the driver's own calls, which torch's fraction in
             # the runner never sees, is stopped within a second (issue 43)
             if self.gpu_cap and time.monotonic() - self._gpu_checked_at >= \
