@@ -4,7 +4,9 @@
 # PART: captests | gputests | latency | lanes (lanes_cost.py: wall and CPU-s per grading by lanes) |
 #       profile | loadN (N slots sharing the GPU, 2 copies of the mix; with
 #       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went) |
-#       b2bN (12 references back to back through the real server, N slots) | verdicts
+#       b2bN (12 references back to back through the real server, N slots) | verdicts |
+#       disturbers (timing_disturbers.py: a timed copy and softmax beside each thing a busy
+#       host does to the GPU and its driver)
 # (the selftest of the tree before issue 43, carried as .old/old.tar.gz, against this one).
 # Results go to $OUT.
 set -uo pipefail
@@ -45,6 +47,9 @@ for part in "$@"; do
         --slots-per-gpu "$n" --out "$OUT/load$n.md" --results "$OUT/load$n.json" > "$OUT/load$n.log" 2>&1
       echo "load $n slots: rc $?"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
       [ -f "$OUT/load$n.json" ] && python3 docs/experiments/timing_probe.py "$OUT/load$n.json" | tee "$OUT/load${n}_probe.txt" ;;
+    disturbers)
+      timeout ${DISTURBERS_TIMEOUT:-200} python3 docs/experiments/timing_disturbers.py \
+        --seconds ${DISTURBERS_SECONDS:-8} 2>&1 | tee "$OUT/disturbers.md" ;;
     b2b*)
       n=${part#b2b}
       timeout ${B2B_TIMEOUT:-200} python3 -m graders bench --back-to-back 12 --device cuda \
