@@ -369,3 +369,57 @@ def test_a_slot_on_the_second_gpu_grades_there_and_sees_it_alone(tmp_path):
         assert result.verdict is Verdict.PASSED, result.message
     finally:
         second.close()
+
+
+def test_a_call_gives_the_gpu_gate_back_while_its_kernel_compiles(tmp_path):
+    """A call holds the GPU gate while it runs GPU work, not while Triton compiles
+    (graders/runner/gpu_gate.py): another slot's timing that asks for the GPU alone when
+    the call starts compiling a kernel this runner has never built gets it before the call
+    answers, and the call's answer is still right."""
+    import threading
+
+    import numpy as np
+
+    from graders.isolation.pool import GpuGate
+    from graders.isolation.session import Session
+    from graders.shared.arrays import from_f64
+
+    path = tmp_path / "submission.py"
+    path.write_text(SAFE_KERNEL + "\n\ndef softmax(x):\n    y = torch.empty_like(x)\n"
+                    "    launch(x, y)\n    return y\n")
+    gate, got, timings = GpuGate(), [], []
+    warm = Slot("gpu-gate", Device.CUDA, gpu_index=0, warm=1)
+    try:
+        ready = warm.pool.take()
+        process = ready.process
+
+        def another_slots_timing():
+            with gate.exclusive():
+                got.append(time.monotonic())
+
+        def on_progress(event):
+            if event.get("event") == "compile" and not timings:
+                timings.append(threading.Thread(target=another_slots_timing))
+                timings[0].start()
+
+        process.arm(120)
+        session = Session(process, 120, warm.pool.launcher.limits,
+                          warm.pool.launcher.sandboxed, on_progress=on_progress)
+        loaded = session.request({"op": "load", "path": process.place_submission(path),
+                                  "entry_points": ["softmax"], "attributes": []})
+        assert loaded.header.get("ok"), loaded.header
+        x = np.random.default_rng(0).standard_normal((64, 1000))
+        reply = session.request({"op": "call", "fn": "softmax", "args": [{"a": 0}],
+                                 "kwargs": {}}, [from_f64(x, "float32")], budget_s=60,
+                                gate=gate)
+        answered = time.monotonic()
+        process.close()
+    finally:
+        warm.close()
+    assert timings, "the runner reported no compile"
+    timings[0].join(10)
+    assert got and got[0] < answered, "the timing waited for the whole call"
+    y = reply.arrays[0].to_f64()
+    want = np.exp(x - x.max(axis=1, keepdims=True))
+    assert np.allclose(y, want / want.sum(axis=1, keepdims=True), atol=1e-5)
+    print(f"\nthe timing had the GPU {answered - got[0]:.3f} s before the compiling call answered")

@@ -273,3 +273,109 @@ def test_a_wrong_timed_row_stops_the_timing_of_the_shapes_after_it():
     assert session.perfs == 1 and run.stop is None and len(run.timed) == 1
     with pytest.raises(PerformanceRejected, match="output of timed call 1 is wrong"):
         run.judge()
+
+
+def _small_submission(tmp_path):
+    path = tmp_path / "submission.py"
+    path.write_text(GOOD)
+    return path
+
+
+def test_a_timing_waits_for_kernels_in_flight_not_for_compiles(tmp_path):
+    """A call holds the GPU gate (shared) only while it may run GPU work: the runner gives it
+    back when a compile starts and asks again before its launch (graders.runner.gpu_gate).
+    Another slot's timing, taking the gate alone while this grading's calls compile (0.4 s
+    each, in the fake runner), waits for their launches, not for their compiles."""
+    import time as clock
+
+    from graders.isolation.pool import GpuGate, RunnerPool
+
+    gate = GpuGate()
+    pool = RunnerPool(Device.CUDA, FakeGpuLauncher("compiles"), gate=gate)
+    waits, done = [], threading.Event()
+
+    def another_slots_timings():
+        while not done.is_set():
+            asked = clock.monotonic()
+            with gate.exclusive():
+                waits.append(clock.monotonic() - asked)
+                clock.sleep(0.01)
+            clock.sleep(0.02)
+
+    timer = threading.Thread(target=another_slots_timings)
+    try:
+        timer.start()
+        result = grade(small_exercise(), _small_submission(tmp_path), Device.CUDA, pool=pool,
+                       timeout_s=60, lanes=1)
+    finally:
+        done.set()
+        timer.join()
+        pool.close()
+    assert result.verdict is Verdict.PASSED, result.message
+    assert len(waits) > 10
+    # held for a whole call, the gate kept a timing waiting up to a compile (0.4 s)
+    assert max(waits) < 0.2, sorted(waits)[-3:]
+
+
+def test_a_call_kept_waiting_for_the_gpu_is_not_charged_for_the_wait(tmp_path):
+    """The runner asks for the gate from within its call; while another slot's timing
+    keeps it waiting, the call's budget stands still: a 1 s budget is not spent by 2.5 s
+    of someone else's timing."""
+    import time as clock
+
+    from graders.isolation.pool import GpuGate, RunnerPool
+
+    gate = GpuGate()
+    pool = RunnerPool(Device.CUDA, FakeGpuLauncher("honest"), warm=1, gate=gate)
+    try:
+        pool.fill()
+        assert pool.wait_filled() == ""  # made before the timing holds the GPU
+        with gate.exclusive():
+            worker = threading.Thread(target=lambda: results.append(grade(
+                small_exercise(), _small_submission(tmp_path), Device.CUDA, pool=pool,
+                timeout_s=60, lanes=1, call_budget_s=1.0, performance=False)))
+            results: list = []
+            worker.start()
+            clock.sleep(2.5)
+        worker.join(30)
+    finally:
+        pool.close()
+    result = results[0]
+    assert result.verdict is Verdict.PASSED, result.message
+    assert result.duration_s > 2.4  # it did wait for the timing
+
+
+def test_the_real_runner_asks_for_the_gate_before_its_gpu_work(tmp_path):
+    """The runner's side (graders/runner/gpu_gate.py), on the CPU interpreter: each call asks
+    for the gate before it touches the device, waits while a timing holds it, and is not
+    charged for the wait; the checker lets the gate go with each reply."""
+    import time as clock
+
+    from graders.isolation.pool import GpuGate, RunnerPool
+    from graders.isolation.sandbox import DirectLauncher
+
+    gate = GpuGate()
+    pool = RunnerPool(Device.CPU, DirectLauncher(), warm=1, gate=gate)
+    spec = get_exercise("safe_softmax")
+    check = next(c for c in spec.checks if c.name == "random_rows")
+    params = {**check.params, Device.CPU: {"shapes": [[4, 32]], "dtypes": ["float32"]}}
+    spec = dataclasses.replace(spec, checks=(dataclasses.replace(check, points=100.0,
+                                                                 params=params),))
+    results: list = []
+    try:
+        pool.fill()
+        assert pool.wait_filled() == ""
+        with gate.exclusive():
+            worker = threading.Thread(target=lambda: results.append(grade(
+                spec, _small_submission(tmp_path), Device.CPU, pool=pool, timeout_s=120,
+                lanes=1, call_budget_s=2.0)))
+            worker.start()
+            clock.sleep(4.0)
+            assert not results  # the call waits for the GPU
+        worker.join(60)
+    finally:
+        pool.close()
+    result = results[0]
+    assert result.verdict is Verdict.PASSED, result.message
+    assert result.duration_s > 3.9
+    assert gate._sharing == 0 and not gate._exclusive  # let go with the reply

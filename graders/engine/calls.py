@@ -147,12 +147,13 @@ class CheckDriver:
         during = f"in check {check.name}, calling {call.label}"
         if self.g.state.stopped:
             raise LaneStopped()
-        # shared per call: a timing on this GPU (another slot's) waits at most one call
-        # for the GPU, and this call waits for that timing
-        with self.g.pool.gpu_gate.shared():
-            reply = session.request({"op": "call", "fn": call.fn, "args": args,
-                                     "kwargs": kwargs}, arrays, during=during,
-                                    budget_s=self.g.budget_s, raises_fail_check=True)
+        # the GPU gate held shared while the call runs GPU work, not while it compiles (the
+        # runner asks, graders.runner.gpu_gate): a timing on this GPU (another slot's) waits
+        # for the kernels in flight, not for the compiles, and this call waits for it
+        reply = session.request({"op": "call", "fn": call.fn, "args": args,
+                                 "kwargs": kwargs}, arrays, during=during,
+                                budget_s=self.g.budget_s, raises_fail_check=True,
+                                gate=self.g.pool.gpu_gate)
         header = reply.header
         if not isinstance(header.get("launches"), int) or header["launches"] < 1:
             raise RunStopped(Verdict.REJECTED,

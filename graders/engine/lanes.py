@@ -4,8 +4,9 @@ the plan's parts until none is left or the run stops.
 A lane beyond the first joins only on a runner that is ready (starting one cold would
 take longer than the checks). A call past its budget, or one that kills its runner, fails
 its check; a fresh runner takes the rest, and the second loss of a kind ends the run.
-Between parts a lane holds the GPU gate shared, so that another slot's timing waits at
-most one part.
+A lane's runner holds the GPU gate shared only while a call runs GPU work (it gives it
+back while Triton compiles: graders.runner.gpu_gate), so that another slot's timing waits
+for kernels in flight, not for compiles.
 """
 
 from __future__ import annotations
@@ -158,9 +159,9 @@ class LaneSet:
         """One part on this lane; the lane, or None if the part cost its runner."""
         began = time.monotonic()
         try:
-            # the GPU gate is held shared per runner call (``CheckDriver._call``), not per
-            # part: the check's own host work (inputs, the float64 reference, the judging)
-            # does not keep another slot's timing waiting
+            # the GPU gate is held shared within a runner call (``CheckDriver._call``), not
+            # per part: the check's own host work (inputs, the float64 reference, the
+            # judging) and the compiles do not keep another slot's timing waiting
             outcome = self.driver.run(lane, part, number)
         except RunStopped as stop:  # the result names the check that found it
             stop.check = stop.check or part.check.name

@@ -31,10 +31,9 @@ def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult,
     for shape in spec.shapes:
         request = {"op": "perf_warmup", **timing_request(shape, int(rng.integers(0, 2**31)))}
         began = time.monotonic()
-        try:
-            with g.pool.gpu_gate.shared():  # it runs the kernel once: GPU work
-                lane.session.request(request, during=f"while compiling for {shape.label}",
-                                     budget_s=g.budget_s)
+        try:  # it runs the kernel once: the gate held for that, not for the compile
+            lane.session.request(request, during=f"while compiling for {shape.label}",
+                                 budget_s=g.budget_s, gate=g.pool.gpu_gate)
         except CallOverrun:
             g.state.close(lane.process)
             return None

@@ -175,6 +175,8 @@ class RunnerProcess:
     _gpu_checked_at: float = field(default=0.0, repr=False)
     _watchdog: threading.Timer | None = field(default=None, repr=False)
     _call_timer: threading.Timer | None = field(default=None, repr=False)
+    _call_left_s: float = field(default=0.0, repr=False)  # the call's budget, less its time
+    _call_since: float = field(default=0.0, repr=False)  # ... counted until then
     _watch_over: threading.Event | None = field(default=None, repr=False)
 
     def send(self, header: dict, arrays=None) -> None:
@@ -232,9 +234,24 @@ class RunnerProcess:
         """Kill the runner unless the call now sent is answered within ``budget_s``."""
         self.end_call()
         if budget_s:
+            self._call_left_s, self._call_since = budget_s, time.monotonic()
             self._call_timer = _start_timer(budget_s, self._on_budget)
 
+    def pause_call(self) -> None:
+        """The call's budget stops while the checker, not the submission, keeps it waiting
+        (for the GPU gate, mid-call); ``resume_call`` starts what is left of it."""
+        if self._call_timer:
+            self._call_timer.cancel()
+            self._call_timer = None
+            self._call_left_s -= time.monotonic() - self._call_since
+
+    def resume_call(self) -> None:
+        if self._call_timer is None and self._call_left_s > 0 and not self.over_budget:
+            self._call_since = time.monotonic()
+            self._call_timer = _start_timer(self._call_left_s, self._on_budget)
+
     def end_call(self) -> None:
+        self._call_left_s = 0.0
         if self._call_timer:
             self._call_timer.cancel()
             self._call_timer = None

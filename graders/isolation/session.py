@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager, Protocol
 
 from graders.isolation import gpu_memory
 from graders.isolation.launch import RunnerProcess
@@ -19,6 +19,14 @@ from graders.isolation.sandbox import Limits
 from graders.shared import protocol
 from graders.shared.arrays import HostArray
 from graders.shared.vocabulary import Verdict
+
+
+class SharedGate(Protocol):
+    """What a request needs of the GPU gate (graders.isolation.pool.GpuGate, whose module
+    starts runners through this one)."""
+
+    def shared(self) -> ContextManager[None]: ...
+
 
 # error kinds the runner reports that end the whole run, and their verdicts
 _RUN_ENDING = {"compile_error": Verdict.COMPILE_ERROR, "rejected": Verdict.REJECTED,
@@ -82,6 +90,37 @@ def _clean_progress(header: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+class _GateHold:
+    """The GPU gate held shared on a runner's behalf during one request: taken when the
+    runner asks (``acquire``, before GPU work) with the call's budget paused while another
+    slot's timing keeps it waiting, given back when it says a compile starts (``release``)
+    and when the request ends. A runner that asks where it was not told to has written to
+    the checker's channel."""
+
+    def __init__(self, gate: SharedGate | None, runner: RunnerProcess):
+        self.gate, self.runner = gate, runner
+        self._held: Any = None  # the gate's shared() context while it is held
+
+    def answer(self, what: Any, during: str) -> None:
+        if self.gate is None or what not in ("acquire", "release"):
+            raise protocol.ProtocolError(f"a gate request {what!r} nobody asked for")
+        if what == "release":
+            self.let_go()
+            return
+        if self._held is None:
+            self.runner.pause_call()  # waiting for the GPU is not the submission's time
+            held = self.gate.shared()
+            held.__enter__()
+            self._held = held
+            self.runner.resume_call()
+        self.runner.send({"gate": "held"})
+
+    def let_go(self) -> None:
+        if self._held is not None:
+            held, self._held = self._held, None
+            held.__exit__(None, None, None)
+
+
 class Session:
     """Requests to one runner. ``on_progress`` sees each progress frame (cleaned)."""
 
@@ -113,12 +152,17 @@ class Session:
 
     def request(self, header: dict[str, Any], arrays: list[HostArray] | None = None,
                 during: str = "", trusted: bool = False,
-                budget_s: float | None = None, raises_fail_check: bool = False
-                ) -> protocol.Message:
+                budget_s: float | None = None, raises_fail_check: bool = False,
+                gate: SharedGate | None = None) -> protocol.Message:
         """One exchange. ``trusted``: no student code has run yet, so a death is ours.
         ``raises_fail_check``: a call of the submission, whose exceptions fail its check
-        (``CallRefused``) rather than end the run."""
+        (``CallRefused``) rather than end the run. ``gate``: the GPU's gate, held shared
+        for the runner while it runs GPU work and not while it compiles (the runner asks,
+        graders.runner.gpu_gate); let go with the reply, whatever the runner said."""
         self.last_progress = None
+        hold = _GateHold(gate, self.runner)
+        if gate is not None:
+            header = {**header, "gate": True}
         try:
             self.runner.begin_call(budget_s)
             self.runner.send({**header, **self._extra} if self._extra else header, arrays)
@@ -128,6 +172,9 @@ class Session:
                     self.last_progress = _clean_progress(reply.header)
                     if self.last_progress and self.on_progress:
                         self.on_progress(self.last_progress)
+                    continue
+                if "gate" in reply.header and "ok" not in reply.header:
+                    hold.answer(reply.header["gate"], during)
                     continue
                 break
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError, ValueError):
@@ -144,6 +191,7 @@ class Session:
                              f"the grader's channel carried a malformed reply ({exc}) {during}: "
                              "submissions must not write to the grader's channel") from None
         finally:
+            hold.let_go()
             self.runner.end_call()
         if not reply.header.get("ok", False):
             error = reply.header.get("error") or {}

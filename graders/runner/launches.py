@@ -25,7 +25,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from graders.runner import blocks, gpu_figures, guard, kernel_facts
+from graders.runner import blocks, gpu_figures, gpu_gate, guard, kernel_facts
 
 # What ``InterpretedKernel`` reports where no GPU compile could be made here (see
 # graders.runner.gpu_figures, which gives the GPU's own figures): an occupancy computed from
@@ -97,6 +97,7 @@ def _count_gpu_launches() -> None:
         return
 
     def __call__(self, gridX, gridY, gridZ, stream, function, *args):  # noqa: N803
+        gpu_gate.acquire()  # given back if a compile came before this launch
         guard.record_launch(_tensors_in(args), stream)
         kernel_facts.note_launch(function, (gridX, gridY, gridZ))  # for the speed words
         return original(self, gridX, gridY, gridZ, stream, function, *args)

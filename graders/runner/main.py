@@ -33,10 +33,12 @@ import os
 import sys
 import traceback
 import warnings
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from graders.runner import gpu_gate
 from graders.shared import protocol
 from graders.shared.arrays import HostArray
 from graders.shared.protocol import SEED_CACHE_ENV
@@ -283,6 +285,7 @@ class Runner:
         if state.violations:
             return _rejected(state), []
 
+        gpu_gate.acquire()  # the copies to the host read the GPU (a compile may have let go)
         outputs, problem = [], None
         items = result if isinstance(result, (tuple, list)) else [result]
         for item in items:
@@ -470,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     from graders.runner import progress
 
     progress.attach(outbox)
+    gpu_gate.attach(inbox, outbox)
     runner = Runner(args.device)
     try:
         runner.import_toolchain()
@@ -502,13 +506,15 @@ def main(argv: list[str] | None = None) -> int:
             reply = runner.load(str(msg.header.get("path", "")), msg.header["entry_points"],
                                 msg.header.get("attributes", []), msg.header.get("hip"))
         elif op == "call":
-            reply, arrays = runner.call(msg.header, msg.arrays)
+            with gate_asked(msg.header):
+                reply, arrays = runner.call(msg.header, msg.arrays)
         elif op == "perf":
             reply, arrays = runner.perf(msg.header)
         elif op == "perf_rows":
             reply, arrays = runner.perf_rows(msg.header)
         elif op == "perf_warmup":
-            reply = runner.perf_warmup(msg.header)
+            with gate_asked(msg.header):
+                reply = runner.perf_warmup(msg.header)
         elif op == "bye":
             return 0
         else:
@@ -516,6 +522,19 @@ def main(argv: list[str] | None = None) -> int:
         protocol.send(outbox, reply, arrays)
         if profile is not None:
             profile.disable()
+
+
+@contextmanager
+def gate_asked(header: dict):
+    """A request that runs the submission on the GPU: where the checker says so, it holds
+    the GPU gate from its first GPU work (asked here) except while Triton compiles
+    (graders.runner.gpu_gate); the checker lets the gate go with the reply."""
+    gpu_gate.begin(bool(header.get("gate")))
+    try:
+        gpu_gate.acquire()
+        yield
+    finally:
+        gpu_gate.end()
 
 
 def _profiler():

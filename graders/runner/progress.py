@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, BinaryIO
 
+from graders.runner import gpu_gate
 from graders.shared import protocol
 
 _outbox: BinaryIO | None = None
@@ -45,10 +46,12 @@ def _constexprs(compile: dict[str, Any]) -> dict[str, Any]:
 
 def install_compile_hooks() -> None:
     """Triton calls jit_cache_hook before it compiles a specialisation, and
-    jit_post_compile_hook after."""
+    jit_post_compile_hook after. A call that holds the GPU gate gives it back for the
+    compile (graders.runner.gpu_gate); its next launch asks again."""
     from triton import knobs
 
     def before(*, key, repr, fn, compile, is_manual_warmup, already_compiled):  # noqa: A002
+        gpu_gate.release()  # compiling is CPU work: another slot's timing may have the GPU
         _compile_started[str(key)] = time.monotonic()
         emit({"event": "compile", "kernel": fn.name,
               "constexprs": _constexprs({**compile, "fn": fn.jit_function}),
