@@ -379,3 +379,29 @@ def test_the_real_runner_asks_for_the_gate_before_its_gpu_work(tmp_path):
     assert result.verdict is Verdict.PASSED, result.message
     assert result.duration_s > 3.9
     assert gate._sharing == 0 and not gate._exclusive  # let go with the reply
+
+
+def test_an_endless_kernel_holds_the_gpu_for_its_gpu_budget_not_its_call_budget(tmp_path,
+                                                                                 monkeypatch):
+    """A call may hold the GPU gate GPU_HOLD_S at a stretch: every timing on the GPU waits
+    for it, and every other check behind that timing. A kernel that never ends is stopped
+    there, not at the call's budget (20 s, for compiles), and the student reads why."""
+    import time as clock
+
+    from graders.engine import context
+    from graders.isolation.pool import GpuGate, RunnerPool
+
+    monkeypatch.setattr(context, "GPU_HOLD_S", 0.5)
+    gate = GpuGate()
+    pool = RunnerPool(Device.CUDA, FakeGpuLauncher("endless_kernel"), gate=gate)
+    started = clock.monotonic()
+    try:
+        result = grade(small_exercise(), _small_submission(tmp_path), Device.CUDA, pool=pool,
+                       timeout_s=60, lanes=1)
+    finally:
+        pool.close()
+    assert clock.monotonic() - started < 10  # lost at 0.5 s, not at the call's 20 s
+    assert result.verdict is Verdict.FAILED, (result.verdict, result.message)
+    (check,) = result.checks
+    assert not check.passed and "kept the GPU busy for more than 0.5 s" in check.message, \
+        check.message

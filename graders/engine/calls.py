@@ -153,7 +153,7 @@ class CheckDriver:
         reply = session.request({"op": "call", "fn": call.fn, "args": args,
                                  "kwargs": kwargs}, arrays, during=during,
                                 budget_s=self.g.budget_s, raises_fail_check=True,
-                                gate=self.g.pool.gpu_gate)
+                                gate=self.g.pool.gpu_gate, gate_hold_s=self.g.gpu_hold_s)
         header = reply.header
         if not isinstance(header.get("launches"), int) or header["launches"] < 1:
             raise RunStopped(Verdict.REJECTED,

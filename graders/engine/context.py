@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from graders.engine.results import CheckResult
-from graders.engine.spec import CheckSpec, ExerciseSpec
+from graders.engine.spec import GPU_HOLD_S, CheckSpec, ExerciseSpec
 from graders.isolation import (CloseReport, Launcher, ReadyRunner, RunnerPool, RunnerProcess,
                                RunStopped, Session)
 from graders.shared.vocabulary import Device, Language
@@ -144,6 +144,12 @@ class Grading:
 
     def rng(self, purpose: str) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(purpose.encode())])
+
+    @property
+    def gpu_hold_s(self) -> float | None:
+        """How long a call may hold the GPU gate at a stretch (spec.GPU_HOLD_S); on the
+        CPU interpreter there is no GPU to share, and a call's interpreting holds it."""
+        return GPU_HOLD_S if self.device is Device.CUDA else None
 
 
 @dataclasses.dataclass

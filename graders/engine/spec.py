@@ -23,6 +23,11 @@ from graders.shared.vocabulary import Device
 # tiled softmax kernel compiles in under a second; 20 s leaves room for several kernels
 # and a busy host (docs/benchmarks.md). The CPU interpreter runs a program in ~3 ms.
 CALL_BUDGETS_S = {Device.CPU: 60.0, Device.CUDA: 20.0}
+# Seconds a call may hold the GPU at a stretch (its kernels running, not its compiles:
+# graders.runner.gpu_gate). Checks run milliseconds of kernel time; every timing on the GPU
+# waits for a holder, and every other check behind that timing, so one endless kernel held
+# the whole class up for the call's 20 s.
+GPU_HOLD_S = 5.0
 
 # A whole run's time (issue 26, item 9): a kernel that sleeps just under each call's budget
 # held a slot for 300 s (the run's old wall clock). A run now gets RUN_MULTIPLE times its

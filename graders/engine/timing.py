@@ -33,7 +33,8 @@ def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult,
         began = time.monotonic()
         try:  # it runs the kernel once: the gate held for that, not for the compile
             lane.session.request(request, during=f"while compiling for {shape.label}",
-                                 budget_s=g.budget_s, gate=g.pool.gpu_gate)
+                                 budget_s=g.budget_s, gate=g.pool.gpu_gate,
+                                 gate_hold_s=g.gpu_hold_s)
         except CallOverrun:
             g.state.close(lane.process)
             return None

@@ -10,6 +10,7 @@ before a reply are kept, to word an overrun's message, and never believed furthe
 from __future__ import annotations
 
 import signal
+import threading
 from contextlib import contextmanager
 from typing import Any, Callable, ContextManager, Protocol
 
@@ -51,9 +52,11 @@ class RunStopped(Exception):
 class CallOverrun(Exception):
     """A call was not answered within its budget; the runner has been killed."""
 
-    def __init__(self, budget_s: float, progress: dict[str, Any] | None, during: str):
+    def __init__(self, budget_s: float, progress: dict[str, Any] | None, during: str,
+                 on_gpu: bool = False):
         super().__init__(f"over budget {during}")
         self.budget_s, self.progress, self.during = budget_s, progress, during
+        self.on_gpu = on_gpu  # it held the GPU gate past ``budget_s`` (its GPU-work budget)
 
 
 class CallRefused(Exception):
@@ -95,11 +98,20 @@ class _GateHold:
     runner asks (``acquire``, before GPU work) with the call's budget paused while another
     slot's timing keeps it waiting, given back when it says a compile starts (``release``)
     and when the request ends. A runner that asks where it was not told to has written to
-    the checker's channel."""
+    the checker's channel.
 
-    def __init__(self, gate: SharedGate | None, runner: RunnerProcess):
-        self.gate, self.runner = gate, runner
+    ``hold_s``: how long one holding may last. Every timing on the GPU waits for a holder,
+    and every other check waits behind that timing, so a kernel that never ends (the
+    hostile mix's endless.py) stalled the whole GPU for the call's budget (20 s, set for
+    compiles, which no longer hold the gate). Past ``hold_s`` the runner is killed and the
+    call is over its budget, as a call past its whole budget is."""
+
+    def __init__(self, gate: SharedGate | None, runner: RunnerProcess,
+                 hold_s: float | None = None):
+        self.gate, self.runner, self.hold_s = gate, runner, hold_s
         self._held: Any = None  # the gate's shared() context while it is held
+        self._timer: threading.Timer | None = None
+        self.expired = False  # the runner was killed for holding the gate past hold_s
 
     def answer(self, what: Any, during: str) -> None:
         if self.gate is None or what not in ("acquire", "release"):
@@ -113,9 +125,21 @@ class _GateHold:
             held.__enter__()
             self._held = held
             self.runner.resume_call()
+            if self.hold_s:
+                self._timer = threading.Timer(self.hold_s, self._expire)
+                self._timer.daemon = True
+                self._timer.start()
         self.runner.send({"gate": "held"})
 
+    def _expire(self) -> None:
+        self.expired = True
+        self.runner.over_budget = True
+        self.runner.kill()
+
     def let_go(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._held is not None:
             held, self._held = self._held, None
             held.__exit__(None, None, None)
@@ -153,14 +177,16 @@ class Session:
     def request(self, header: dict[str, Any], arrays: list[HostArray] | None = None,
                 during: str = "", trusted: bool = False,
                 budget_s: float | None = None, raises_fail_check: bool = False,
-                gate: SharedGate | None = None) -> protocol.Message:
+                gate: SharedGate | None = None, gate_hold_s: float | None = None
+                ) -> protocol.Message:
         """One exchange. ``trusted``: no student code has run yet, so a death is ours.
         ``raises_fail_check``: a call of the submission, whose exceptions fail its check
         (``CallRefused``) rather than end the run. ``gate``: the GPU's gate, held shared
         for the runner while it runs GPU work and not while it compiles (the runner asks,
-        graders.runner.gpu_gate); let go with the reply, whatever the runner said."""
+        graders.runner.gpu_gate); let go with the reply, whatever the runner said.
+        ``gate_hold_s``: the longest one holding of it may last (``_GateHold``)."""
         self.last_progress = None
-        hold = _GateHold(gate, self.runner)
+        hold = _GateHold(gate, self.runner, gate_hold_s)
         if gate is not None:
             header = {**header, "gate": True}
         try:
@@ -178,6 +204,9 @@ class Session:
                     continue
                 break
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError, ValueError):
+            if hold.expired and not self.runner.killed_at_deadline:
+                raise CallOverrun(hold.hold_s or 0.0, self.last_progress, during,
+                                  on_gpu=True) from None
             if self.runner.over_budget and not self.runner.killed_at_deadline:
                 raise CallOverrun(budget_s or 0.0, self.last_progress, during) from None
             death = self._death(during)
@@ -291,6 +320,10 @@ def run_message(message: str, line: int | None, during: str, traceback: str = ""
 def overrun_message(overrun: CallOverrun, call_label: str) -> str:
     """What the student reads for a call past its budget, worded from the last progress."""
     budget = f"{overrun.budget_s:g} s"
+    if overrun.on_gpu:
+        return (f"{call_label} kept the GPU busy for more than {budget} without answering "
+                "(an endless loop in a kernel, or one far too slow?), and the GPU is shared "
+                "with the rest of the class")
     p = overrun.progress or {}
     kernel = f" `{p['kernel']}`" if p.get("kernel") else ""
     if p.get("event") == "compile":
