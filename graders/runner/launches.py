@@ -68,7 +68,10 @@ def _name_kernels_for_blocks(cls) -> None:
 def _skip_too_wide_autotune_configs() -> None:
     """``@triton.autotune`` tries each config in ``Autotuner._bench``: one whose block holds
     too much per thread is skipped there before it compiles, as Triton skips a config that
-    runs out of resources (graders.runner.blocks); every other error still propagates."""
+    runs out of resources (graders.runner.blocks); every other error still propagates.
+    After each config's benchmark the GPU gate is given back (graders.runner.gpu_gate): a
+    call holds it at most GPU_HOLD_S at a stretch, and many configs already compiled would
+    otherwise be benchmarked in one holding."""
     from triton.runtime.autotuner import Autotuner
 
     original = Autotuner._bench
@@ -83,6 +86,8 @@ def _skip_too_wide_autotune_configs() -> None:
                 if blocks.take_too_wide():
                     return [float("inf")] * 3
                 raise
+            finally:
+                gpu_gate.release()
 
     _bench._graders_skipping = True
     Autotuner._bench = _bench
@@ -179,6 +184,7 @@ def _interpreter() -> None:
         original = executor.__call__
 
         def __call__(self, *args_dev, **kwargs):
+            gpu_gate.acquire()  # as on the GPU (given back after an autotune benchmark)
             guard.record_launch(_tensors_in(list(args_dev) + list(kwargs.values())))
             with guard.launch_machinery():  # the interpreter converts tensors: allowed
                 return original(self, *args_dev, **kwargs)
