@@ -31,6 +31,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 import traceback
 import warnings
 from contextlib import contextmanager
@@ -332,13 +333,14 @@ class Runner:
 
         if self.device != "cuda":
             return _error("grader_error", "timing needs a GPU", None), []
+        began = time.perf_counter()
         self.timed = None
         self.torch.cuda.empty_cache()
         if self.memory is not None and header.get("gpu_memory_cap"):
             # a timing has the GPU alone: the GPU's one timing reserve beside this job's cap
             self.memory.install(int(header["gpu_memory_cap"]))
         try:
-            reply, self.timed = timing.measure(self, header, _decode)
+            reply, self.timed = timing.measure(self, header, _decode, began=began)
         except BaseException as exc:  # noqa: BLE001
             if isinstance(exc, KeyboardInterrupt):
                 raise

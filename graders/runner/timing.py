@@ -61,9 +61,11 @@ class TimedRun:
         self.recipes, self.pool, self.outputs = recipes, pool, outputs
 
 
-def measure(runner, header: dict[str, Any], decode, guarded: bool = True
-            ) -> tuple[dict[str, Any], TimedRun | None]:
-    """``guarded=False`` only for trusted baselines (``graders bench`` timing torch itself)."""
+def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
+            began: float | None = None) -> tuple[dict[str, Any], TimedRun | None]:
+    """``guarded=False`` only for trusted baselines (``graders bench`` timing torch itself).
+    ``began``: when the request started (time.perf_counter), for the probe's setup figure."""
+    began = time.perf_counter() if began is None else began
     torch = runner.torch
     guard = runner.guard
     fn = getattr(runner.module, header["fn"])
@@ -105,8 +107,9 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
             return fn(*args, **kwargs)
 
     state = guard.CallGuard(runner.submission, stream=stream.cuda_stream)
-    probe = (_Probe(torch, Event, record, stream) if os.environ.get("GRADERS_RUNNER_PROFILE")
-             or os.environ.get("GRADERS_TIMING_PROBE") else None)
+    probe = (_Probe(torch, Event, record, stream, began)
+             if os.environ.get("GRADERS_RUNNER_PROFILE") or os.environ.get("GRADERS_TIMING_PROBE")
+             else None)
     times, copies, outputs, launches = [], [], [], []
     events, kernels = [], []
     try:
@@ -117,6 +120,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True
     except Exception:
         if not state.violations:
             raise
+    if probe:
+        probe.mark("warmup")
     started = time.monotonic()
     headstart, late = HEADSTART_CYCLES, 0
     for i in range(0 if state.violations else max_reps):
@@ -201,14 +206,18 @@ class _Probe:
     breakdown, never in service; the probe alone costs four events a repetition): where a
     shape's timed loop spends its wall time on the host (making inputs, the call with its
     flushes and head starts, cloning the output, the rest: waiting on the GPU, the spread
-    rule), and the GPU time of each part from events recorded between them. Printed on
+    rule), what came before the loop (``setup``: buffers allocated; ``warmup``: the untimed
+    calls), and the GPU time of each part from events recorded between them. Printed on
     the runner's output, beside its cProfile."""
 
-    def __init__(self, torch, Event, record, stream):  # noqa: N803 - the timer's own parts
+    def __init__(self, torch, Event, record, stream, began: float):  # noqa: N803 - the timer's own parts
         self.Event, self.record, self.stream = Event, record, stream
         self.host: dict[str, float] = {}
         self.marks: list[tuple[str, Any]] = []
         self.last = time.perf_counter()
+        # the request before the loop: the cache emptied, the cap set, pools, flush and copy
+        # buffers allocated (then ``warmup``: the untimed calls)
+        self.host["setup"] = self.last - began
         self.mark("start")
 
     def mark(self, part: str) -> None:
