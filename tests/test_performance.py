@@ -405,3 +405,51 @@ def test_an_endless_kernel_holds_the_gpu_for_its_gpu_budget_not_its_call_budget(
     (check,) = result.checks
     assert not check.passed and "kept the GPU busy for more than 0.5 s" in check.message, \
         check.message
+
+
+def test_a_runner_closed_on_a_gpu_waits_for_a_timing_and_holds_the_gate_while_it_goes():
+    """A runner's CUDA context torn down frees and scrubs its memory: GPU work. Its close
+    passes the gate shared, so it waits for another slot's timing and a timing waits for it."""
+    import time as clock
+
+    from graders.engine.context import RunState
+    from graders.isolation import CloseReport
+    from graders.isolation.pool import GpuGate
+
+    gate = GpuGate()
+    state = RunState()
+    state.gpu_gate = gate
+    seen = []
+
+    class Runner:
+        output = None
+
+        def close(self):
+            seen.append((clock.monotonic(), gate._sharing, gate._exclusive))
+            return CloseReport(0, True)
+
+    runner = Runner()
+    state.open.append(runner)
+    with gate.exclusive():
+        closing = threading.Thread(target=state.close, args=(runner,))
+        closing.start()
+        clock.sleep(0.3)
+        assert not seen  # it waits for the timing
+        timing_ended = clock.monotonic()
+    closing.join(5)
+    ((at, sharing, exclusive),) = seen
+    assert at >= timing_ended and sharing == 1 and not exclusive
+    assert gate._sharing == 0 and state.reports == [CloseReport(0, True)]
+
+
+def test_only_a_gpu_grading_closes_its_runners_through_the_gate(tmp_path):
+    from graders.engine.checker import Grader
+    from graders.isolation.pool import GpuGate, RunnerPool
+    from graders.isolation.sandbox import DirectLauncher
+
+    gpu = RunnerPool(Device.CUDA, FakeGpuLauncher("honest"), gate=GpuGate())
+    cpu = RunnerPool(Device.CPU, DirectLauncher(), gate=GpuGate())
+    path = _small_submission(tmp_path)
+    assert Grader(small_exercise(), path, Device.CUDA, pool=gpu).grading.state.gpu_gate \
+        is gpu.gpu_gate
+    assert Grader(small_exercise(), path, Device.CPU, pool=cpu).grading.state.gpu_gate is None

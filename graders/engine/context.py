@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import zlib
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,6 +33,8 @@ class RunState:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        # on a GPU, its gate: a runner's close passes it shared (``close``)
+        self.gpu_gate: Any = None
         self.stop: RunStopped | None = None
         self.compiled_only: CompiledOnly | None = None
         self.lost = {"overrun": 0, "crash": 0}  # runners lost to a call, by cause
@@ -68,11 +71,17 @@ class RunState:
             return self.stop is None
 
     def close(self, process: RunnerProcess) -> None:
+        """Closes a runner and waits until its processes are gone. On a GPU that holds the
+        gate shared: a CUDA context torn down frees (and the driver scrubs) the memory it
+        held, GPU work beside another slot's timing. On the H200 under load, the timing's
+        own input fills ran up to 20 times their usual time in bursts while the gate was
+        held alone, and runners were being closed all the while."""
         with self.lock:
             if process not in self.open:
                 return
             self.open.remove(process)
-        report = process.close()
+        with self.gpu_gate.shared() if self.gpu_gate is not None else nullcontext():
+            report = process.close()
         with self.lock:
             self.reports.append(report)
             if process.output is not None:
@@ -141,6 +150,10 @@ class Grading:
     started: float = 0.0  # monotonic; set when the run starts
     deadline: float = 0.0  # monotonic; set when the run starts
     state: RunState = dataclasses.field(default_factory=RunState)
+
+    def __post_init__(self) -> None:
+        if self.device is Device.CUDA:
+            self.state.gpu_gate = self.pool.gpu_gate
 
     def rng(self, purpose: str) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(purpose.encode())])
