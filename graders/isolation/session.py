@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, ContextManager, Protocol
 
 from graders.isolation import gpu_memory
-from graders.isolation.launch import RunnerProcess
+from graders.isolation.launch import RunnerProcess, _start_timer
 from graders.isolation.sandbox import Limits
 from graders.shared import protocol
 from graders.shared.arrays import HostArray
@@ -113,7 +113,7 @@ class _GateHold:
         self._timer: threading.Timer | None = None
         self.expired = False  # the runner was killed for holding the gate past hold_s
 
-    def answer(self, what: Any, during: str) -> None:
+    def answer(self, what: Any) -> None:
         if self.gate is None or what not in ("acquire", "release"):
             raise protocol.ProtocolError(f"a gate request {what!r} nobody asked for")
         if what == "release":
@@ -126,15 +126,12 @@ class _GateHold:
             self._held = held
             self.runner.resume_call()
             if self.hold_s:
-                self._timer = threading.Timer(self.hold_s, self._expire)
-                self._timer.daemon = True
-                self._timer.start()
+                self._timer = _start_timer(self.hold_s, self._expire)
         self.runner.send({"gate": "held"})
 
     def _expire(self) -> None:
         self.expired = True
-        self.runner.over_budget = True
-        self.runner.kill()
+        self.runner._on_budget()  # killed as a call past its budget is
 
     def let_go(self) -> None:
         if self._timer is not None:
@@ -200,7 +197,7 @@ class Session:
                         self.on_progress(self.last_progress)
                     continue
                 if "gate" in reply.header and "ok" not in reply.header:
-                    hold.answer(reply.header["gate"], during)
+                    hold.answer(reply.header["gate"])
                     continue
                 break
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError, ValueError):

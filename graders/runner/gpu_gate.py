@@ -68,8 +68,3 @@ def release() -> None:
             torch.cuda.synchronize()
         protocol.send(_channel["outbox"], {"gate": "release"})
         _state["held"] = False
-
-
-def holding() -> bool:
-    with _lock:
-        return _state["held"]

@@ -19,7 +19,7 @@ def clocks(gpu_index: int | None) -> dict[str, str]:
     in this process where it loads (milliseconds), else nvidia-smi (a process, ~0.1 s)."""
     read = nvml.clocks(0 if gpu_index is None else gpu_index)
     if read is not None:
-        return read
+        return dict(zip(_FIELDS, read))
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return {}

@@ -81,18 +81,15 @@ def memory(gpu_index: int) -> tuple[int, int] | None:
     return _ask(gpu_index, read)
 
 
-def clocks(gpu_index: int) -> dict[str, str] | None:
-    """The fields and units of ``nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.max.sm,
-    clocks.max.mem,power.draw,temperature.gpu --format=csv,nounits``: MHz, W (two decimals)
-    and °C, as strings."""
+def clocks(gpu_index: int) -> tuple[str, ...] | None:
+    """The values of ``nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.max.sm,
+    clocks.max.mem,power.draw,temperature.gpu --format=csv,nounits``, in that order (the
+    names are graders.shared.gpuinfo's): MHz, W (two decimals) and °C, as strings."""
     def read(nvml, handle):
-        return {
-            "clocks.sm": str(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-            "clocks.mem": str(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
-            "clocks.max.sm": str(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
-            "clocks.max.mem": str(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)),
-            "power.draw": f"{nvml.nvmlDeviceGetPowerUsage(handle) / 1000:.2f}",
-            "temperature.gpu": str(nvml.nvmlDeviceGetTemperature(handle,
-                                                                 nvml.NVML_TEMPERATURE_GPU)),
-        }
+        return (str(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                str(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+                str(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                str(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+                f"{nvml.nvmlDeviceGetPowerUsage(handle) / 1000:.2f}",
+                str(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)))
     return _ask(gpu_index, read)
