@@ -381,75 +381,64 @@ def test_the_real_runner_asks_for_the_gate_before_its_gpu_work(tmp_path):
     assert gate._sharing == 0 and not gate._exclusive  # let go with the reply
 
 
-def test_an_endless_kernel_holds_the_gpu_for_its_gpu_budget_not_its_call_budget(tmp_path,
-                                                                                 monkeypatch):
+def test_an_endless_kernel_holds_the_gpu_for_its_gpu_budget_and_ends_the_run_at_once(
+        tmp_path, monkeypatch):
     """A call may hold the GPU gate GPU_HOLD_S at a stretch: every timing on the GPU waits
     for it, and every other check behind that timing. A kernel that never ends is stopped
-    there, not at the call's budget (20 s, for compiles), and the student reads why."""
+    there, not at the call's budget (20 s, for compiles), and the run ends with it: a fresh
+    runner would only hold the GPU again (the mix's endless kernel did, three and four times
+    a grading on the H200). The student reads why, and keeps nothing it did not earn."""
     import time as clock
 
     from graders.engine import context
     from graders.isolation.pool import GpuGate, RunnerPool
 
     monkeypatch.setattr(context, "GPU_HOLD_S", 0.5)
+    spec = small_exercise()
+    second = next(c for c in get_exercise("safe_softmax").checks if c.name == "underflow")
+    second = dataclasses.replace(second, params={**second.params, Device.CUDA: {
+        "shapes": [[8, 300]], "dtypes": ["float32"]}})
+    spec = dataclasses.replace(spec, checks=(spec.checks[0], second))
     gate = GpuGate()
     pool = RunnerPool(Device.CUDA, FakeGpuLauncher("endless_kernel"), gate=gate)
     started = clock.monotonic()
     try:
-        result = grade(small_exercise(), _small_submission(tmp_path), Device.CUDA, pool=pool,
+        result = grade(spec, _small_submission(tmp_path), Device.CUDA, pool=pool,
                        timeout_s=60, lanes=1)
     finally:
         pool.close()
     assert clock.monotonic() - started < 10  # lost at 0.5 s, not at the call's 20 s
-    assert result.verdict is Verdict.FAILED, (result.verdict, result.message)
-    (check,) = result.checks
-    assert not check.passed and "kept the GPU busy for more than 0.5 s" in check.message, \
-        check.message
+    assert result.verdict is Verdict.TIMEOUT, (result.verdict, result.message)
+    assert "kept the GPU busy for more than 0.5 s" in result.message, result.message
+    assert "stopped at once" in result.message, result.message
+    first, after = result.checks
+    assert not first.passed and "kept the GPU busy for more than 0.5 s" in first.message
+    assert not after.ran and result.score == 0  # no second runner held the GPU again
 
 
-def test_a_runner_closed_on_a_gpu_waits_for_a_timing_and_holds_the_gate_while_it_goes():
-    """A runner's CUDA context torn down frees and scrubs its memory: GPU work. Its close
-    passes the gate shared, so it waits for another slot's timing and a timing waits for it."""
-    import time as clock
-
-    from graders.engine.context import RunState
-    from graders.isolation import CloseReport
-    from graders.isolation.pool import GpuGate
-
-    gate = GpuGate()
-    state = RunState()
-    state.gpu_gate = gate
-    seen = []
-
-    class Runner:
-        output = None
-
-        def close(self):
-            seen.append((clock.monotonic(), gate._sharing, gate._exclusive))
-            return CloseReport(0, True)
-
-    runner = Runner()
-    state.open.append(runner)
-    with gate.exclusive():
-        closing = threading.Thread(target=state.close, args=(runner,))
-        closing.start()
-        clock.sleep(0.3)
-        assert not seen  # it waits for the timing
-        timing_ended = clock.monotonic()
-    closing.join(5)
-    ((at, sharing, exclusive),) = seen
-    assert at >= timing_ended and sharing == 1 and not exclusive
-    assert gate._sharing == 0 and state.reports == [CloseReport(0, True)]
-
-
-def test_only_a_gpu_grading_closes_its_runners_through_the_gate(tmp_path):
-    from graders.engine.checker import Grader
+def test_an_endless_kernel_on_a_timed_shape_ends_the_run_while_it_compiles_for_timing(
+        tmp_path, monkeypatch):
+    """The timed shapes' warm-up (one lane, beside the checks) holds the GPU as a check's
+    call does: a kernel that never ends there ends the run too, rather than be timed (and
+    hold the GPU alone) after a fresh runner is made for it."""
+    from graders.engine import context
     from graders.isolation.pool import GpuGate, RunnerPool
-    from graders.isolation.sandbox import DirectLauncher
 
-    gpu = RunnerPool(Device.CUDA, FakeGpuLauncher("honest"), gate=GpuGate())
-    cpu = RunnerPool(Device.CPU, DirectLauncher(), gate=GpuGate())
-    path = _small_submission(tmp_path)
-    assert Grader(small_exercise(), path, Device.CUDA, pool=gpu).grading.state.gpu_gate \
-        is gpu.gpu_gate
-    assert Grader(small_exercise(), path, Device.CPU, pool=cpu).grading.state.gpu_gate is None
+    monkeypatch.setattr(context, "GPU_HOLD_S", 0.5)
+    spec = small_exercise()
+    second = next(c for c in get_exercise("safe_softmax").checks if c.name == "underflow")
+    second = dataclasses.replace(second, params={**second.params, Device.CUDA: {
+        "shapes": [[8, 300]], "dtypes": ["float32"]}})
+    spec = dataclasses.replace(spec, checks=(spec.checks[0], second))
+    pool = RunnerPool(Device.CUDA, FakeGpuLauncher("endless_when_timed"), gate=GpuGate(),
+                      warm=2)
+    try:
+        pool.fill()  # a lane beyond the first joins only on a ready runner
+        assert pool.wait_filled() == ""
+        result = grade(spec, _small_submission(tmp_path), Device.CUDA, pool=pool,
+                       timeout_s=60, lanes=2)
+    finally:
+        pool.close()
+    assert result.verdict is Verdict.TIMEOUT, (result.verdict, result.message)
+    assert "64×512 float32 kept the GPU busy for more than 0.5 s" in result.message
+    assert "stopped at once" in result.message and result.performance is None

@@ -140,7 +140,8 @@ class CheckDriver:
                            "crash") from None
         except CallOverrun as over:
             failure = Failure("budget", overrun_message(over, call.label))
-            raise LaneLost(self._failed(check, ctx, failure), "overrun") from None
+            raise LaneLost(self._failed(check, ctx, failure),
+                           "gpu_overrun" if over.on_gpu else "overrun") from None
 
     def _call(self, session: Session, ctx: CaseContext, call: Call, check: CheckSpec) -> Any:
         args, kwargs, arrays = encode_args(call)

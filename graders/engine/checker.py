@@ -37,8 +37,9 @@ class Grader:
 
     Every call has a budget (compile and run). A call past it fails its check, the
     runner is replaced and the other checks go on; the second overrun ends the run as
-    ``timeout``, with the points already earned. The run's wall clock stays as the
-    last backstop.
+    ``timeout``, with the points already earned, and so does the first call that holds
+    the shared GPU past its hold (GPU_HOLD_S). The run's wall clock stays as the last
+    backstop.
     """
 
     def __init__(self, exercise: ExerciseSpec, submission: Path, device: Device,

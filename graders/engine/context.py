@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import zlib
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,7 +22,7 @@ from graders.engine.results import CheckResult
 from graders.engine.spec import GPU_HOLD_S, CheckSpec, ExerciseSpec
 from graders.isolation import (CloseReport, Launcher, ReadyRunner, RunnerPool, RunnerProcess,
                                RunStopped, Session)
-from graders.shared.vocabulary import Device, Language
+from graders.shared.vocabulary import Device, Language, Verdict
 
 
 class RunState:
@@ -33,11 +32,10 @@ class RunState:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        # on a GPU, its gate: a runner's close passes it shared (``close``)
-        self.gpu_gate: Any = None
         self.stop: RunStopped | None = None
         self.compiled_only: CompiledOnly | None = None
-        self.lost = {"overrun": 0, "crash": 0}  # runners lost to a call, by cause
+        # runners lost to a call, by cause (graders.engine.lanes.count_lost)
+        self.lost = {"overrun": 0, "gpu_overrun": 0, "crash": 0}
         # checks that failed because a call raised or crashed: how the run would have ended
         # before, kept in case every check did (then the verdict is that, not `failed`)
         self.raised: dict[str, RunStopped] = {}
@@ -71,17 +69,15 @@ class RunState:
             return self.stop is None
 
     def close(self, process: RunnerProcess) -> None:
-        """Closes a runner and waits until its processes are gone. On a GPU that holds the
-        gate shared: a CUDA context torn down frees (and the driver scrubs) the memory it
-        held, GPU work beside another slot's timing. On the H200 under load, the timing's
-        own input fills ran up to 20 times their usual time in bursts while the gate was
-        held alone, and runners were being closed all the while."""
+        """Closes a runner and waits until its processes are gone. Not through the GPU gate:
+        on the H200 a timed copy and softmax beside runners closed four at a time, each
+        with a 3 GiB context, read the same as alone (docs/experiments/timing_disturbers.py,
+        docs/benchmarks.md), and a timing would wait for every close in flight."""
         with self.lock:
             if process not in self.open:
                 return
             self.open.remove(process)
-        with self.gpu_gate.shared() if self.gpu_gate is not None else nullcontext():
-            report = process.close()
+        report = process.close()
         with self.lock:
             self.reports.append(report)
             if process.output is not None:
@@ -151,10 +147,6 @@ class Grading:
     deadline: float = 0.0  # monotonic; set when the run starts
     state: RunState = dataclasses.field(default_factory=RunState)
 
-    def __post_init__(self) -> None:
-        if self.device is Device.CUDA:
-            self.state.gpu_gate = self.pool.gpu_gate
-
     def rng(self, purpose: str) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(purpose.encode())])
 
@@ -180,12 +172,21 @@ class Lane:
 
 
 class LaneLost(Exception):
-    """A check's call cost its runner (``cause``: "overrun", past its budget; "crash", the
+    """A check's call cost its runner (``cause``: "overrun", past its budget;
+    "gpu_overrun", holding the shared GPU past its hold; "crash", the
     runner died or its device broke): the check has failed, the runner is thrown away."""
 
     def __init__(self, result: CheckResult, cause: str):
         super().__init__(result.message)
         self.result, self.cause = result, cause
+
+
+def gpu_overrun_stop(what: str) -> RunStopped:
+    """The run ended by a call that held the shared GPU past its hold."""
+    return RunStopped(
+        Verdict.TIMEOUT, f"{what}; the run was stopped at once, since every other grading "
+        "on this GPU waits while a kernel holds it, and the checks already passed keep "
+        "their points")
 
 
 class LaneStopped(Exception):

@@ -16,7 +16,8 @@ import time
 from types import ModuleType
 
 from graders.engine.calls import CheckDriver
-from graders.engine.context import CompiledOnly, Grading, Lane, LaneLost, LaneStopped
+from graders.engine.context import (CompiledOnly, Grading, Lane, LaneLost, LaneStopped,
+                                    gpu_overrun_stop)
 from graders.engine.loading import open_lane
 from graders.engine.outcome import PartResults
 from graders.engine.plan import Part, plan_parts
@@ -27,6 +28,11 @@ from graders.isolation import RunStopped, fork_bomb_message
 from graders.shared.vocabulary import Verdict
 
 MAX_OVERRUNS = 2  # a second call past its budget ends the run as `timeout`
+# A call that held the shared GPU past its hold (GPU_HOLD_S) ends the run at the first:
+# every timing on the GPU waited for it, and every check of the class behind that timing.
+# On the H200's load bench the endless kernel's gradings made three and four such calls
+# (two lanes and the timed shapes' warm-up), 5 s each, some of them one after another.
+MAX_GPU_OVERRUNS = 1
 MAX_CRASHES = 2  # a second call that kills its runner ends the run as `runtime_error`
 # A lane beyond the first joins when a runner becomes ready, while this many checks (or
 # parts of one) still wait: a runner taken costs a replacement, worth it for two at least.
@@ -36,11 +42,14 @@ JOIN_POLL_S = 0.5
 
 def count_lost(g: Grading, cause: str, outcome: CheckResult) -> None:
     """A runner lost to one call (it overran its budget, or died): the check failed and
-    a fresh runner takes the rest; the second loss of a kind ends the run."""
+    a fresh runner takes the rest; the second loss of a kind ends the run, the first
+    of a call that held the shared GPU too long (``gpu_overrun``) does."""
     with g.state.lock:
         g.state.lost[cause] += 1
         lost = g.state.lost[cause]
-    if cause == "overrun" and lost >= MAX_OVERRUNS:
+    if cause == "gpu_overrun" and lost >= MAX_GPU_OVERRUNS:
+        g.state.stop_all(gpu_overrun_stop(outcome.message))
+    elif cause == "overrun" and lost >= MAX_OVERRUNS:
         g.state.stop_all(RunStopped(
             Verdict.TIMEOUT, f"{lost} calls ran past their {g.budget_s:g} s budget "
             f"(the last: {outcome.message}); the run was stopped, and the checks already "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from types import ModuleType
 
-from graders.engine.context import Grading, Lane
+from graders.engine.context import Grading, Lane, gpu_overrun_stop
 from graders.engine.loading import open_lane
 from graders.engine.performance import (TIMING_BUDGET_S, PerformanceRejected, PerformanceRun,
                                         timing_request)
@@ -25,7 +25,8 @@ from graders.shared.vocabulary import Verdict
 def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult,
             lane_number: int = 0) -> Lane | None:
     """Compile the timed shapes' kernels in this lane while the others check. A runner
-    that overruns here is replaced (None); the overrun counts only when timing repeats it."""
+    that overruns here is replaced (None); the overrun counts only when timing repeats it,
+    unless it held the shared GPU past its hold: that ends the run, as in a check."""
     started = time.monotonic()
     rng = g.rng("warmup")
     for shape in spec.shapes:
@@ -35,7 +36,9 @@ def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult,
             lane.session.request(request, during=f"while compiling for {shape.label}",
                                  budget_s=g.budget_s, gate=g.pool.gpu_gate,
                                  gate_hold_s=g.gpu_hold_s)
-        except CallOverrun:
+        except CallOverrun as over:
+            if over.on_gpu:
+                g.state.stop_all(gpu_overrun_stop(overrun_message(over, shape.label)))
             g.state.close(lane.process)
             return None
         finally:
