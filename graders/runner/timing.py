@@ -249,13 +249,17 @@ def warm_up(runner, header: dict[str, Any], decode) -> dict[str, Any]:
     torch, guard = runner.torch, runner.guard
     fn = getattr(runner.module, header["fn"])
     recipes = [InputRecipe.from_json(d) for d in header["inputs"]]
-    inputs = [torch.empty(r.shape, dtype=perfinputs.torch_dtype(torch, r.dtype),
-                          device="cuda") for r in recipes]
-    for j, (r, t) in enumerate(zip(recipes, inputs)):
-        perfinputs.fill(torch, t, r, perfinputs.call_seed(int(header["seed"]), -1, j))
-    args = [decode(v, inputs) for v in header.get("args", [])]
-    kwargs = {k: decode(v, inputs) for k, v in header.get("kwargs", {}).items()}
+    inputs: list[Any] = []
     try:
+        # the inputs inside the try too: where another job has filled the GPU they may fail
+        # to allocate, and an exception out of here ended the runner (exit status 1) and
+        # the grading as a runtime error, for memory another job took
+        inputs = [torch.empty(r.shape, dtype=perfinputs.torch_dtype(torch, r.dtype),
+                              device="cuda") for r in recipes]
+        for j, (r, t) in enumerate(zip(recipes, inputs)):
+            perfinputs.fill(torch, t, r, perfinputs.call_seed(int(header["seed"]), -1, j))
+        args = [decode(v, inputs) for v in header.get("args", [])]
+        kwargs = {k: decode(v, inputs) for k, v in header.get("kwargs", {}).items()}
         with guard.guarded_call(guard.CallGuard(runner.submission), "cuda"):
             fn(*args, **kwargs)
         torch.cuda.synchronize()
@@ -264,7 +268,8 @@ def warm_up(runner, header: dict[str, Any], decode) -> dict[str, Any]:
             raise
         return {"ok": True, "warmed": False, "error": type(exc).__name__}
     finally:
-        del inputs, args, kwargs
+        inputs.clear()
+        args = kwargs = None
         torch.cuda.empty_cache()
     return {"ok": True, "warmed": True}
 
