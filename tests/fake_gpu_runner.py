@@ -77,13 +77,18 @@ def main():
             if mode == "fast_once" and perf_runs == 1:  # one run whose copies were slowed
                 ms = 0.080
             times = [ms * (1 + 0.001 * (i % 3)) for i in range(reps)]
+            late = []
+            if mode == "late_host":  # every other call queued late: the GPU waited 0.4 ms
+                late = list(range(0, reps, 2))
+                times = [t + 0.4 if i in late else t for i, t in enumerate(times)]
             recipes = [InputRecipe.from_json(d) for d in h["inputs"]]
             moved = sum(r.nbytes for r in recipes) + recipes[0].nbytes
             protocol.send(outbox, {
                 "ok": True, "reps": reps, "ms": times, "copy_ms": [COPY_MS] * reps,
                 "copy_bytes": moved, "launches": [1] * reps, "pool": 2,
                 "violations": ["aten._softmax"] if mode == "torch_when_timed" else [],
-                "foreign_streams": 1 if mode == "side_stream" else 0})
+                "foreign_streams": 1 if mode == "side_stream" else 0,
+                **({"late_reps": late} if late else {})})
         elif op == "perf_rows":
             recipe = InputRecipe.from_json(timed["inputs"][0])
             seed = int(timed["seed"])

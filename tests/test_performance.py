@@ -66,6 +66,28 @@ def test_an_honest_run_scores_the_geometric_mean_of_its_fractions(tmp_path):
     assert result.flag is None
 
 
+def test_calls_the_host_queued_late_are_left_out_of_the_figures(tmp_path):
+    """Half the calls queued after the GPU reached their start event (a host slowed by a
+    busy machine), their times 0.4 ms longer for the wait: the figures are those of the
+    calls on time, as an idle host's would be, and the rows of every call are still judged."""
+    result = grade_with("late_host", tmp_path)
+    assert result.verdict is Verdict.PASSED, result.message
+    for s in result.performance["shapes"]:
+        assert s["fraction"] == pytest.approx(0.8, abs=0.002) and s["reps"] == 6
+    assert result.performance["points"] == pytest.approx(80, abs=0.2)
+
+
+def test_a_late_call_the_runner_names_out_of_range_rejects_the_report():
+    from graders.engine.performance import PerformanceRejected, _on_time
+
+    ms = [0.125] * 8
+    assert _on_time(ms, ms, [0, 2]) == ([0.125] * 6, [0.125] * 6)
+    assert _on_time(ms, ms, list(range(5))) == (ms, ms)  # 3 on time: all of them count
+    for bad in ([8], [-1], ["0"], [True], 3):
+        with pytest.raises(PerformanceRejected):
+            _on_time(ms, ms, bad)
+
+
 def test_a_time_faster_than_copying_the_bytes_is_rejected_and_flagged(tmp_path):
     result = grade_with("too_fast", tmp_path)
     assert result.verdict is Verdict.REJECTED

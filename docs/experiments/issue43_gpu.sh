@@ -16,6 +16,19 @@ set +e
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 nproc
+# the host beside a load part, once a second: memory left, major page faults and pages the
+# kernel reclaimed (a host short of memory slows every process's Python in bursts), load
+host_watch() {
+  while sleep 1; do
+    echo "$(date +%s) $(awk '/^MemAvailable/ {print $2}' /proc/meminfo) \
+$(awk '/^pgmajfault / {f=$2} /^pgscan_kswapd / {k=$2} /^pgscan_direct / {d=$2} END {print f, k, d}' /proc/vmstat) \
+$(cut -d' ' -f1 /proc/loadavg) $(pgrep -c -f graders.runner)"
+  done
+}
+host_summary() {  # columns: time, MemAvailable kB, majfault, kswapd scans, direct scans, load, runners
+  awk 'NR==1 {f0=$3; k0=$4; d0=$5; m=$2} {if ($2<m) m=$2; if ($6>l) l=$6; if ($7>r) r=$7; f=$3; k=$4; d=$5}
+       END {printf "host: MemAvailable min %.1f GiB, major faults %d, pages scanned by kswapd %d and direct %d, load max %s, runner processes max %d\n", m/1048576, f-f0, k-k0, d-d0, l, r}' "$1"
+}
 strip() { sed -E 's/ +\[[0-9.]+ s\]$//; s/ in [0-9]+ s$//' "$1" | grep -E '^(ok|WRONG) |as expected'; }
 for part in "$@"; do
   t0=$(date +%s)
@@ -43,9 +56,10 @@ for part in "$@"; do
       python3 docs/experiments/timing_probe.py "$OUT"/profile_*.json | tee "$OUT/profile_probe.txt" ;;
     load*)
       n=${part#load}
+      host_watch > "$OUT/host_load$n.log" & watcher=$!
       timeout ${LOAD_TIMEOUT:-200} python3 -m graders bench --load --device cuda --rounds 2 \
         --slots-per-gpu "$n" --out "$OUT/load$n.md" --results "$OUT/load$n.json" > "$OUT/load$n.log" 2>&1
-      echo "load $n slots: rc $?"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
+      rc=$?; kill $watcher; echo "load $n slots: rc $rc"; host_summary "$OUT/host_load$n.log"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
       [ -f "$OUT/load$n.json" ] && python3 docs/experiments/timing_probe.py "$OUT/load$n.json" | tee "$OUT/load${n}_probe.txt" ;;
     disturbers)
       timeout ${DISTURBERS_TIMEOUT:-200} python3 docs/experiments/timing_disturbers.py \
