@@ -464,3 +464,30 @@ def test_an_endless_kernel_on_a_timed_shape_ends_the_run_while_it_compiles_for_t
     assert result.verdict is Verdict.TIMEOUT, (result.verdict, result.message)
     assert "64×512 float32 kept the GPU busy for more than 0.5 s" in result.message
     assert "stopped at once" in result.message and result.performance is None
+
+
+def test_the_checks_and_the_timed_rows_host_work_runs_behind_the_runner_that_times(
+        tmp_path, monkeypatch):
+    """Each lane's thread and the timed rows' judge run at CHECKER_NICE (5): behind another
+    slot's runner that times (0), whose host the GPU waits on, ahead of compiles (10)."""
+    import os
+
+    from graders.engine import calls, performance
+    from graders.isolation import CHECKER_NICE
+
+    seen = {}
+
+    def nice_here(label, inner):
+        def wrapped(*args, **kwargs):
+            seen.setdefault(label, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            return inner(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(calls.CheckDriver, "run", nice_here("check", calls.CheckDriver.run))
+    monkeypatch.setattr(performance.PerformanceRun, "_judge_rows",
+                        nice_here("rows", performance.PerformanceRun._judge_rows))
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    result = grade_with("honest", tmp_path)
+    assert result.verdict is Verdict.PASSED, result.message
+    assert seen == {"check": max(mine, CHECKER_NICE), "rows": max(mine, CHECKER_NICE)}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # its own

@@ -24,7 +24,7 @@ from graders.engine.plan import Part, plan_parts
 from graders.engine.results import CheckResult, GradeResult
 from graders.engine.spec import PerformanceSpec
 from graders.engine.timing import warm_up
-from graders.isolation import RunStopped, fork_bomb_message
+from graders.isolation import CHECKER_NICE, RunStopped, fork_bomb_message, lower_this_thread
 from graders.shared.vocabulary import Verdict
 
 MAX_OVERRUNS = 2  # a second call past its budget ends the run as `timeout`
@@ -102,6 +102,9 @@ class LaneSet:
         """One lane's thread: its runner, then parts until none is left. A stop ends every
         lane: the first stop is kept, later ones (runners killed by it) are quiet."""
         lane: Lane | None = None
+        # the host work of checking behind the runner that times (another slot's, holding
+        # the GPU alone) and ahead of the compiles (graders.isolation.launch.CHECKER_NICE)
+        lower_this_thread(CHECKER_NICE)
         try:
             if number:
                 lane = self._join()

@@ -28,7 +28,7 @@ import numpy as np
 from graders.engine.judge import compare_rows
 from graders.engine.kernel_words import kernel_words
 from graders.engine.spec import PerformanceSpec, PerfShape, Tolerance
-from graders.isolation import CallOverrun
+from graders.isolation import CHECKER_NICE, CallOverrun, lower_this_thread
 from graders.shared import gpuinfo, perfinputs
 from graders.shared.stats import interquartile_spread
 
@@ -208,7 +208,10 @@ class RowJudge:
 
     def add(self, rows: FetchedRows) -> None:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="timed-rows")
+            # behind the runner that times, whose host the GPU waits on
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="timed-rows",
+                                            initializer=lower_this_thread,
+                                            initargs=(CHECKER_NICE,))
         self._futures.append(self._pool.submit(self._one, rows))
 
     def _one(self, rows: FetchedRows) -> None:

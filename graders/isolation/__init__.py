@@ -14,13 +14,14 @@ engine through this face only; the service, the tools and the platforms' entry p
 anything here.
 """
 
-from graders.isolation.launch import TIMING_NICE, CloseReport, Launcher, RunnerProcess
+from graders.isolation.launch import (CHECKER_NICE, TIMING_NICE, CloseReport, Launcher,
+                                      RunnerProcess, lower_this_thread)
 from graders.isolation.pool import ReadyRunner, RunnerPool
 from graders.isolation.sandbox import default_launcher
 from graders.isolation.session import (CallOverrun, CallRefused, RunnerCrashed, RunStopped,
                                        Session, fork_bomb_message, overrun_message,
                                        run_message)
 
-__all__ = ["CallOverrun", "CallRefused", "CloseReport", "Launcher", "ReadyRunner",
+__all__ = ["CHECKER_NICE", "CallOverrun", "CallRefused", "CloseReport", "Launcher", "ReadyRunner",
            "RunStopped", "RunnerCrashed", "RunnerPool", "RunnerProcess", "Session",
-           "TIMING_NICE", "default_launcher", "fork_bomb_message", "overrun_message", "run_message"]
+           "TIMING_NICE", "default_launcher", "fork_bomb_message", "lower_this_thread", "overrun_message", "run_message"]
