@@ -403,6 +403,15 @@ def test_the_real_runner_asks_for_the_gate_before_its_gpu_work(tmp_path):
     assert gate._sharing == 0 and not gate._exclusive  # let go with the reply
 
 
+def two_check_exercise():
+    """``small_exercise`` and a second small check after it."""
+    spec = small_exercise()
+    second = next(c for c in get_exercise("safe_softmax").checks if c.name == "underflow")
+    second = dataclasses.replace(second, params={**second.params, Device.CUDA: {
+        "shapes": [[8, 300]], "dtypes": ["float32"]}})
+    return dataclasses.replace(spec, checks=(spec.checks[0], second))
+
+
 def test_an_endless_kernel_holds_the_gpu_for_its_gpu_budget_and_ends_the_run_at_once(
         tmp_path, monkeypatch):
     """A call may hold the GPU gate GPU_HOLD_S at a stretch: every timing on the GPU waits
@@ -416,11 +425,7 @@ def test_an_endless_kernel_holds_the_gpu_for_its_gpu_budget_and_ends_the_run_at_
     from graders.isolation.pool import GpuGate, RunnerPool
 
     monkeypatch.setattr(context, "GPU_HOLD_S", 0.5)
-    spec = small_exercise()
-    second = next(c for c in get_exercise("safe_softmax").checks if c.name == "underflow")
-    second = dataclasses.replace(second, params={**second.params, Device.CUDA: {
-        "shapes": [[8, 300]], "dtypes": ["float32"]}})
-    spec = dataclasses.replace(spec, checks=(spec.checks[0], second))
+    spec = two_check_exercise()
     gate = GpuGate()
     pool = RunnerPool(Device.CUDA, FakeGpuLauncher("endless_kernel"), gate=gate)
     started = clock.monotonic()
@@ -447,11 +452,7 @@ def test_an_endless_kernel_on_a_timed_shape_ends_the_run_while_it_compiles_for_t
     from graders.isolation.pool import GpuGate, RunnerPool
 
     monkeypatch.setattr(context, "GPU_HOLD_S", 0.5)
-    spec = small_exercise()
-    second = next(c for c in get_exercise("safe_softmax").checks if c.name == "underflow")
-    second = dataclasses.replace(second, params={**second.params, Device.CUDA: {
-        "shapes": [[8, 300]], "dtypes": ["float32"]}})
-    spec = dataclasses.replace(spec, checks=(spec.checks[0], second))
+    spec = two_check_exercise()
     pool = RunnerPool(Device.CUDA, FakeGpuLauncher("endless_when_timed"), gate=GpuGate(),
                       warm=2)
     try:
