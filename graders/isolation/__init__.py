@@ -22,6 +22,7 @@ from graders.isolation.session import (CallOverrun, CallRefused, RunnerCrashed, 
                                        Session, fork_bomb_message, overrun_message,
                                        run_message)
 
-__all__ = ["CHECKER_NICE", "CallOverrun", "CallRefused", "CloseReport", "Launcher", "ReadyRunner",
-           "RunStopped", "RunnerCrashed", "RunnerPool", "RunnerProcess", "Session",
-           "TIMING_NICE", "default_launcher", "fork_bomb_message", "lower_this_thread", "overrun_message", "run_message"]
+__all__ = ["CHECKER_NICE", "CallOverrun", "CallRefused", "CloseReport", "Launcher",
+           "ReadyRunner", "RunStopped", "RunnerCrashed", "RunnerPool", "RunnerProcess", "Session",
+           "TIMING_NICE", "default_launcher", "fork_bomb_message", "lower_this_thread",
+           "overrun_message", "run_message"]
