@@ -65,7 +65,7 @@ def main():
                     gate("acquire", inbox, outbox)
             x = msg.arrays[0]
             y = from_f64(softmax64(x.to_f64()), x.dtype)
-            if mode == "fails_checks":  # a probability row that is not the softmax
+            if mode in ("fails_checks", "fails_checks_slow_compiles"):  # rows not the softmax
                 y = from_f64(np.full(x.shape, 1.0 / x.shape[1]), x.dtype)
             protocol.send(outbox, {"ok": True, "outputs": 1, "launches": 1}, [y, x])
         elif op == "perf":
@@ -107,6 +107,9 @@ def main():
                 rows.append(type(x)(data, x.dtype))
             protocol.send(outbox, {"ok": True, "rows": len(rows)}, rows)
         elif op == "perf_warmup":  # nothing to compile here
+            if mode == "fails_checks_slow_compiles":  # each timed shape compiles 1.5 s
+                import time
+                time.sleep(1.5)
             if h.get("gate") and mode == "endless_when_timed":  # only the big shapes hang
                 gate("acquire", inbox, outbox)
                 import time

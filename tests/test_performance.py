@@ -492,3 +492,24 @@ def test_the_checks_and_the_timed_rows_host_work_runs_behind_the_runner_that_tim
     assert result.verdict is Verdict.PASSED, result.message
     assert seen == {"check": max(mine, CHECKER_NICE), "rows": max(mine, CHECKER_NICE)}
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # its own
+
+
+def test_a_failed_check_stops_the_timed_shapes_warm_up(tmp_path):
+    """Nothing is timed once a check fails: the lane compiling the timed shapes (1.5 s
+    each here) stops after the shape in hand and goes on to the checks, its CPU not spent
+    on shapes nobody will time."""
+    from graders.isolation.pool import GpuGate, RunnerPool
+
+    pool = RunnerPool(Device.CUDA, FakeGpuLauncher("fails_checks_slow_compiles"),
+                      gate=GpuGate(), warm=2)
+    try:
+        pool.fill()  # a lane beyond the first joins only on a ready runner
+        assert pool.wait_filled() == ""
+        result = grade(two_check_exercise(), _small_submission(tmp_path), Device.CUDA,
+                       pool=pool, timeout_s=60, lanes=2)
+    finally:
+        pool.close()
+    assert result.verdict is Verdict.FAILED, result.message
+    warmed = [span[1] for span in result.phases["timeline"]
+              if span[1].startswith("compile for timing")]
+    assert warmed == ["compile for timing 64×512 float32"], result.phases["timeline"]

@@ -136,7 +136,8 @@ class LaneSet:
         wait for them (0.4–0.7 s with four: the driver tears CUDA contexts down one at a
         time), and timing must not start while they are going."""
         with self.g.state.lock:
-            closing = not lane.warmed and (self.timed is None or self._warmed is not None)
+            closing = not lane.warmed and (self.timed is None or self._warmed is not None
+                                           or self._nothing_to_time())
             if not closing:
                 self.kept.append(lane)
         if closing:
@@ -162,10 +163,21 @@ class LaneSet:
         if not warm:
             return lane
         lane = lane or open_lane(self.g, self.result)
-        lane = warm_up(self.g, lane, self.timed, self.result, number)
+        lane = warm_up(self.g, lane, self.timed, self.result, number,
+                       wanted=lambda: not self._timing_ruled_out())
         with self.g.state.lock:
-            self._warmed = lane
+            self._warmed = lane if lane is not None and lane.warmed else None
         return lane
+
+    def _nothing_to_time(self) -> bool:  # called with the state's lock held
+        return any(not outcome.passed for parts in self.parts.outcomes.values()
+                   for outcome in parts.values())
+
+    def _timing_ruled_out(self) -> bool:
+        """A part has failed: its check fails, and a submission that fails a check is not
+        timed (correctness gates performance)."""
+        with self.g.state.lock:
+            return self.g.state.stop is not None or self._nothing_to_time()
 
     def _run_part(self, lane: Lane, part: Part, number: int) -> Lane | None:
         """One part on this lane; the lane, or None if the part cost its runner."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
+from typing import Callable
 
 from graders.engine.context import Grading, Lane, gpu_overrun_stop
 from graders.engine.loading import open_lane
@@ -23,13 +24,18 @@ from graders.shared.vocabulary import Verdict
 
 
 def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult,
-            lane_number: int = 0) -> Lane | None:
+            lane_number: int = 0, wanted: Callable[[], bool] = lambda: True) -> Lane | None:
     """Compile the timed shapes' kernels in this lane while the others check. A runner
     that overruns here is replaced (None); the overrun counts only when timing repeats it,
-    unless it held the shared GPU past its hold: that ends the run, as in a check."""
+    unless it held the shared GPU past its hold: that ends the run, as in a check.
+    ``wanted`` is asked before each shape: once a check has failed nothing will be timed,
+    and the lane goes on to the checks unwarmed (a failing file's timed-shape compiles were
+    CPU-seconds of a busy host for nothing)."""
     started = time.monotonic()
     rng = g.rng("warmup")
     for shape in spec.shapes:
+        if not wanted():
+            return lane
         request = {"op": "perf_warmup", **timing_request(shape, int(rng.integers(0, 2**31)))}
         began = time.monotonic()
         try:  # it runs the kernel once: the gate held for that, not for the compile
