@@ -512,4 +512,5 @@ def test_a_failed_check_stops_the_timed_shapes_warm_up(tmp_path):
     assert result.verdict is Verdict.FAILED, result.message
     warmed = [span[1] for span in result.phases["timeline"]
               if span[1].startswith("compile for timing")]
-    assert warmed == ["compile for timing 64×512 float32"], result.phases["timeline"]
+    # the shape in hand when the check failed, or none if it failed first; never both
+    assert warmed in ([], ["compile for timing 64×512 float32"]), result.phases["timeline"]
