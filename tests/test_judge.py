@@ -102,3 +102,26 @@ def test_references_handle_empty_partials():
     m, s = row_stats64(np.array([[-np.inf, -np.inf], [0.0, 0.0]]))
     assert (m[0], s[0], m[1], s[1]) == (-np.inf, 0.0, 0.0, 2.0)
     assert not softmax64(np.full((1, 4), -np.inf)).any()
+
+
+def test_the_quick_pass_clears_only_what_the_full_ratio_clears():
+    """compare_rows and compare_values answer "within tolerance" from a quicker test first
+    (judge._all_within); it may send an output on to the full ratio, but must never clear
+    one the ratio would fail: NaN, infinities on either side, zeros, huge values."""
+    from graders.engine.judge import _all_within, _error_ratio
+
+    rng = np.random.default_rng(7)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308, -1e308, 1e-320, 1.0])
+    for tol in (Tolerance(rtol=1e-5, atol=1e-6), Tolerance(rtol=1e-3, atol=0.0)):
+        for _ in range(3000):
+            e = rng.choice(specials, 4) if rng.random() < 0.5 else rng.standard_normal(4)
+            with np.errstate(over="ignore", invalid="ignore"):
+                g = e * (1 + rng.choice([0.0, tol.rtol * 0.5, tol.rtol * 2, 1.0], 4))
+            g = np.where(rng.random(4) < 0.2, rng.choice(specials, 4), g)
+            if _all_within(g, e, tol):
+                assert not (_error_ratio(g, e, tol) > 1.0).any(), (g, e)
+    # and the quick pass does clear what passes (else it saves nothing)
+    e = rng.standard_normal(1000)
+    assert _all_within(e * (1 + 1e-7), e, Tolerance(rtol=1e-5, atol=1e-6))
+    assert not _all_within(np.full(3, 5.0), np.array([5.0, 5.0, -np.inf]),
+                           Tolerance(rtol=1e-5, atol=1e-6))

@@ -2,6 +2,7 @@
 # Issue 43 on the H200: one GPU's slots, each job's GPU memory cap, where a grading's time
 # goes. Usage on the device, from the repo root: bash docs/experiments/issue43_gpu.sh PART...
 # PART: captests | gputests | latency | lanes (lanes_cost.py: wall and CPU-s per grading by lanes) |
+#       cpu (cpu_breakdown.py: a grading's CPU-s by runners made, runners' work, the checker) |
 #       profile | loadN (N slots sharing the GPU, 2 copies of the mix; with
 #       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went) |
 #       b2bN (12 references back to back through the real server, N slots) | verdicts |
@@ -46,6 +47,12 @@ for part in "$@"; do
     lanes)
       timeout ${LANES_TIMEOUT:-420} python3 docs/experiments/lanes_cost.py --lanes ${LANES:-1 2 4 8} \
         --repeat ${LANES_REPEAT:-6} --out "$OUT/lanes.json" 2>&1 | grep -v " INFO " | tee "$OUT/lanes.log" | tail -40 ;;
+    cpu)  # cpu_breakdown.py: a grading's CPU-seconds by who spent them (runners made, their work, the checker)
+      timeout ${CPU_TIMEOUT:-300} python3 docs/experiments/cpu_breakdown.py --lanes ${LANES:-2 4} \
+        --repeat ${LANES_REPEAT:-6} --out "$OUT/cpu.json" --sample-worker "$OUT/worker_cpu.json" 2>&1 \
+        | grep -v " INFO " | tee "$OUT/cpu.log" | tail -20
+      python3 docs/experiments/cpu_sampler.py --summary "$OUT"/worker_cpu.lanes*.json > "$OUT/worker_cpu.txt" 2>&1
+      head -50 "$OUT/worker_cpu.txt" ;;
     profile)  # one grading of each reference on one lane, its runner profiled
       for ex in safe_softmax masked_softmax online_softmax; do
         GRADERS_RUNNER_PROFILE=1 timeout 120 python3 -m graders grade $ex \
@@ -57,9 +64,14 @@ for part in "$@"; do
     load*)
       n=${part#load}
       host_watch > "$OUT/host_load$n.log" & watcher=$!
-      timeout ${LOAD_TIMEOUT:-200} python3 -m graders bench --load --device cuda --rounds 2 \
+      # CPU_SAMPLE=1: every Python process of the bench samples its CPU by stack (cpu_sampler.py)
+      sampling=(); [ -n "${CPU_SAMPLE:-}" ] && mkdir -p "$OUT/cpu$n" && sampling=(env
+        GRADERS_CPU_SAMPLE="$(realpath -m "$OUT")/cpu$n/p" PYTHONPATH="$PWD/docs/experiments/sampling:${PYTHONPATH:-}")
+      timeout ${LOAD_TIMEOUT:-200} "${sampling[@]}" python3 -m graders bench --load --device cuda --rounds 2 \
         --slots-per-gpu "$n" --out "$OUT/load$n.md" --results "$OUT/load$n.json" > "$OUT/load$n.log" 2>&1
-      rc=$?; kill $watcher; echo "load $n slots: rc $rc"; host_summary "$OUT/host_load$n.log"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
+      rc=$?; kill $watcher
+      [ -n "${CPU_SAMPLE:-}" ] && python3 docs/experiments/cpu_sampler.py --summary "$OUT/cpu$n"/p.*.json \
+        > "$OUT/cpu${n}_summary.txt" 2>&1 && head -60 "$OUT/cpu${n}_summary.txt"; echo "load $n slots: rc $rc"; host_summary "$OUT/host_load$n.log"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
       [ -f "$OUT/load$n.json" ] && python3 docs/experiments/timing_probe.py "$OUT/load$n.json" | tee "$OUT/load${n}_probe.txt" ;;
     disturbers)
       timeout ${DISTURBERS_TIMEOUT:-200} python3 docs/experiments/timing_disturbers.py \

@@ -78,6 +78,25 @@ def _only_precision(g: np.ndarray, e: np.ndarray, outside: np.ndarray, tol: Tole
     return bool((rel < bound).all())
 
 
+def _all_within(g: np.ndarray, e: np.ndarray, tol: Tolerance) -> bool:
+    """Whether every element is within tolerance: ``_error_ratio(g, e, tol) <= 1``
+    everywhere, in fewer passes over the arrays (a passing output is the common case, and
+    the judging was a tenth of the checker's CPU on the H200). Exact, not a shortcut: where
+    ``|g - e| <= atol + rtol |e|`` (the bound finite) the ratio's division rounds to at
+    most 1, and an element this test cannot clear (a NaN, an infinity on either side) goes
+    to ``_error_ratio``."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.subtract(g, e)
+        np.abs(diff, out=diff)
+        bound = np.abs(e)
+        bound *= tol.rtol
+        bound += tol.atol
+        # an infinite expectation bounds nothing here: a finite answer to it differs by
+        # infinity, which must not pass as "within infinity"
+        np.minimum(bound, np.finfo(np.float64).max, out=bound)
+        return bool((diff <= bound).all())
+
+
 def _error_ratio(g: np.ndarray, e: np.ndarray, tol: Tolerance) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         ratio = np.abs(g - e) / (tol.atol + tol.rtol * np.abs(e))
@@ -93,6 +112,9 @@ def compare_rows(got: HostArray, expected: np.ndarray, tol: Tolerance, *, dtype:
     if bad:
         return bad
     g = got.to_f64()
+    if _all_within(g, expected, tol) and (not probabilities or bool(
+            ((g >= -tol.atol) & (g <= 1.0 + tol.rtol)).all())):
+        return None
     ratio = _error_ratio(g, expected, tol)
     outside = ratio > 1.0
     if probabilities:
@@ -163,6 +185,8 @@ def compare_values(got: HostArray, expected: np.ndarray, tol: Tolerance, *, dtyp
         return bad
     g = got.to_f64().reshape(-1)
     e = expected.reshape(-1)
+    if _all_within(g, e, tol):
+        return None
     ratio = _error_ratio(g, e, tol)
     if not (ratio > 1.0).any():
         return None

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,23 +63,73 @@ def descendants_of(pid: int) -> list[int]:
     return found
 
 
-def processes_of(uid: int, zombies: bool = False) -> list[int]:
+def _uid_and_state(name: str) -> tuple[int, bool] | None:
+    """(real uid, is a zombie) of process ``name`` from its /proc status, or None once it
+    is gone. Only the two fields are parsed: a scan reads every process on the host, and
+    one watch of each runner's job reads them five times a second."""
+    try:
+        fd = os.open(f"/proc/{name}/status", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 4096)  # State and Uid are near the top, well within a page
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    state, uid = data.find(b"\nState:"), data.find(b"\nUid:")
+    if state < 0 or uid < 0:
+        return None
+    try:
+        return int(data[uid + 5:].split(None, 1)[0]), data[state + 7:].lstrip()[:1] == b"Z"
+    except (ValueError, IndexError):
+        return None
+
+
+class ProcessTable:
+    """The host's processes by real uid, from one scan of /proc shared by every caller.
+
+    Each runner's watch counts its job's processes five times a second
+    (graders.isolation.launch.PROCESS_POLL_S), and a scan of a host with a few hundred
+    processes costs ~10 ms of CPU: on the H200, with two lanes a grading, one scan per
+    watch was 1.6 CPU-seconds of every grading (docs/benchmarks.md). A caller that can
+    take a view ``max_age`` seconds old shares the last scan; 0 always scans."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at = float("-inf")
+        self._by_uid: dict[int, list[tuple[int, bool]]] = {}
+
+    def _scan(self) -> dict[int, list[tuple[int, bool]]]:
+        by_uid: dict[int, list[tuple[int, bool]]] = {}
+        with os.scandir("/proc") as entries:
+            for entry in entries:
+                if entry.name.isdigit() and (got := _uid_and_state(entry.name)) is not None:
+                    by_uid.setdefault(got[0], []).append((int(entry.name), got[1]))
+        return by_uid
+
+    def of(self, uid: int, zombies: bool, max_age: float) -> list[int]:
+        with self._lock:  # one scan at a time: a thread that waited shares the one made
+            now = time.monotonic()
+            if now - self._at > max_age or max_age <= 0:
+                self._by_uid, self._at = self._scan(), now
+            rows = self._by_uid.get(uid, [])
+        return [pid for pid, zombie in rows if zombies or not zombie]
+
+
+PROCESSES = ProcessTable()
+
+
+def processes_of(uid: int, zombies: bool = False, max_age: float = 0.0) -> list[int]:
     """The live pids whose real uid is ``uid``, from /proc (with ``zombies``: the dead
-    ones not yet reaped as well; they still count against the uid's RLIMIT_NPROC).
+    ones not yet reaped as well; they still count against the uid's RLIMIT_NPROC), from a
+    scan at most ``max_age`` seconds old (``ProcessTable``; 0: a scan made now).
 
     Zombies are left out: they run nothing and hold nothing but their pid until reaped.
     A killed sandbox's inner bubblewrap is re-parented to the host's init, which may reap
     it seconds later (the H200 machine's does); waiting for it held every runner's close,
     and so every grading, by about 2 s."""
-    found = []
-    for pid, fields in process_statuses():
-        try:
-            if int(fields["Uid"].split()[0]) == uid and \
-                    (zombies or not fields["State"].strip().startswith("Z")):
-                found.append(pid)
-        except (ValueError, IndexError, KeyError):
-            continue
-    return found
+    return PROCESSES.of(uid, zombies, max_age)
 
 
 _KILL_ALL_AS = ("import os, signal, sys; u = int(sys.argv[1]); os.setgroups([]); "
