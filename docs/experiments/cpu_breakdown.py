@@ -10,7 +10,8 @@ CPU when it first goes quiet (ready in the pool) is what making it cost; the res
 grading work. The worker's own CPU (its threads: the checks' inputs, float64 answers and
 judging) is counted apart, and whatever else the host did is the remainder of /proc/stat.
 
-It also times what a runner's start is made of, each in a fresh process: python alone,
+Every runner on the host is counted, and the host's busy time is all of it: run it on a host
+that does nothing else. It also times what a runner's start is made of, each in a fresh process: python alone,
 ``import torch``, ``import torch, triton``, and a first CUDA tensor.
 """
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lanes_cost import REFERENCES, busy_seconds  # noqa: E402
+from lanes_cost import busy_seconds, grade_reference  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 QUIET_S = 0.4  # a runner whose CPU stands still this long is waiting (ready, or idle)
@@ -146,16 +147,8 @@ def one_config(lanes: int, repeat: int, refill_s: float, device: str,
     b0, t0 = busy_seconds(), time.monotonic()
     walls = []
     for i in range(repeat):
-        exercise, path = REFERENCES[i % len(REFERENCES)]
-        sent = time.monotonic()
-        worker.stdin.write(json.dumps({"id": i, "exercise": exercise, "file": str(REPO / path),
-                                       "timing": True}) + "\n")
-        worker.stdin.flush()
-        answer = json.loads(worker.stdout.readline())
-        while "check" in answer:
-            answer = json.loads(worker.stdout.readline())
-        result = answer.get("result") or {}
-        walls.append(round(time.monotonic() - sent, 3))
+        exercise, wall_s, result = grade_reference(worker, i)
+        walls.append(wall_s)
         print(f"lanes {lanes} {exercise:<15} {result.get('verdict')!s:<8} {walls[-1]:6.2f} s "
               f"runners {(result.get('phases') or {}).get('runners')}", flush=True)
     time.sleep(refill_s)

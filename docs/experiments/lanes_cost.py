@@ -35,6 +35,20 @@ def busy_seconds() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def grade_reference(worker: subprocess.Popen, i: int) -> tuple[str, float, dict]:
+    """The i-th reference (in turn) sent to a ``graders worker``: its exercise, the seconds
+    to its answer, and its result."""
+    exercise, path = REFERENCES[i % len(REFERENCES)]
+    sent = time.monotonic()
+    worker.stdin.write(json.dumps({"id": i, "exercise": exercise, "file": str(REPO / path),
+                                   "timing": True}) + "\n")
+    worker.stdin.flush()
+    answer = json.loads(worker.stdout.readline())
+    while "check" in answer:
+        answer = json.loads(worker.stdout.readline())
+    return exercise, round(time.monotonic() - sent, 3), answer.get("result") or {}
+
+
 def one_config(lanes: int, repeat: int, refill_s: float) -> dict:
     started = time.monotonic()
     worker = subprocess.Popen([sys.executable, "-m", "graders", "worker", "--device", "cuda",
@@ -49,17 +63,9 @@ def one_config(lanes: int, repeat: int, refill_s: float) -> dict:
     rows = []
     b0, t0 = busy_seconds(), time.monotonic()
     for i in range(repeat):
-        exercise, path = REFERENCES[i % len(REFERENCES)]
-        sent = time.monotonic()
-        worker.stdin.write(json.dumps({"id": i, "exercise": exercise, "file": str(REPO / path),
-                                       "timing": True}) + "\n")
-        worker.stdin.flush()
-        answer = json.loads(worker.stdout.readline())
-        while "check" in answer:
-            answer = json.loads(worker.stdout.readline())
-        result = answer.get("result") or {}
+        exercise, wall_s, result = grade_reference(worker, i)
         phases = result.get("phases") or {}
-        rows.append({"exercise": exercise, "wall_s": round(time.monotonic() - sent, 3),
+        rows.append({"exercise": exercise, "wall_s": wall_s,
                      "verdict": result.get("verdict"), "score": result.get("score"),
                      "phases": phases,
                      "timed": [{k: s.get(k) for k in ("label", "fraction", "reps", "retimed_from")}
