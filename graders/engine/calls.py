@@ -56,11 +56,11 @@ def changed_row(before: HostArray, after: HostArray) -> int | None:
     b = after.data.view(np.uint8).reshape(a.shape)
     # a row's bytes compared as the widest words they divide into: 8 bytes at a time, not 1
     # (every call's inputs are compared, on the checker's CPU)
-    for word in (np.uint64, np.uint32, np.uint16):
-        if a.shape[1] % np.dtype(word).itemsize == 0 and a.flags.c_contiguous \
-                and b.flags.c_contiguous:
-            a, b = a.view(word), b.view(word)
-            break
+    if a.flags.c_contiguous and b.flags.c_contiguous:
+        for word in (np.uint64, np.uint32, np.uint16):
+            if a.shape[1] % np.dtype(word).itemsize == 0:
+                a, b = a.view(word), b.view(word)
+                break
     rows = np.nonzero((a != b).any(axis=1))[0]
     return int(rows[0]) if rows.size else None
 

@@ -111,7 +111,7 @@ class ProcessTable:
     def of(self, uid: int, zombies: bool, max_age: float) -> list[int]:
         with self._lock:  # one scan at a time: a thread that waited shares the one made
             now = time.monotonic()
-            if now - self._at > max_age or max_age <= 0:
+            if now - self._at >= max_age:  # with 0, always
                 self._by_uid, self._at = self._scan(), now
             rows = self._by_uid.get(uid, [])
         return [pid for pid, zombie in rows if zombies or not zombie]
