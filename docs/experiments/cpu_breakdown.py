@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lanes_cost import busy_seconds, grade_reference  # noqa: E402
+from lanes_cost import busy_seconds, grade_reference, idle_busy_rate  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 QUIET_S = 0.4  # a runner whose CPU stands still this long is waiting (ready, or idle)
@@ -138,10 +138,7 @@ def one_config(lanes: int, repeat: int, refill_s: float, device: str,
     sampler = Sampler(worker.pid)
     sampler.start()
     json.loads(worker.stdout.readline())
-    time.sleep(3.0)
-    b0, t0 = busy_seconds(), time.monotonic()
-    time.sleep(3.0)
-    idle_rate = (busy_seconds() - b0) / (time.monotonic() - t0)
+    idle_rate = idle_busy_rate(settle_s=3.0)
     start_pids = set(sampler.series)
     w0 = sampler.worker[-1][1]
     b0, t0 = busy_seconds(), time.monotonic()

@@ -35,6 +35,15 @@ def busy_seconds() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def idle_busy_rate(settle_s: float = 2.0, over_s: float = 3.0) -> float:
+    """The host's busy CPU-seconds a second while a worker that said ready sits idle
+    (after ``settle_s``, over ``over_s``): what a window's count is less."""
+    time.sleep(settle_s)
+    b0, t0 = busy_seconds(), time.monotonic()
+    time.sleep(over_s)
+    return (busy_seconds() - b0) / (time.monotonic() - t0)
+
+
 def grade_reference(worker: subprocess.Popen, i: int) -> tuple[str, float, dict]:
     """The i-th reference (in turn) sent to a ``graders worker``: its exercise, the seconds
     to its answer, and its result."""
@@ -56,10 +65,7 @@ def one_config(lanes: int, repeat: int, refill_s: float) -> dict:
                               stdout=subprocess.PIPE, text=True, bufsize=1)
     ready = json.loads(worker.stdout.readline())
     ready_s = time.monotonic() - started
-    time.sleep(2.0)
-    b0, t0 = busy_seconds(), time.monotonic()
-    time.sleep(3.0)
-    idle_rate = (busy_seconds() - b0) / (time.monotonic() - t0)
+    idle_rate = idle_busy_rate()
     rows = []
     b0, t0 = busy_seconds(), time.monotonic()
     for i in range(repeat):
