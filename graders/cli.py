@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --load: copies of the mix sent in one burst (a file graded more "
                         "than once gives the timing spread)")
     b.add_argument("--results", type=Path, default=None,
-                   help="with --load: each grading's result as JSON (its phases and timeline: "
+                   help="with --load or --back-to-back: each grading's result as JSON (its phases and timeline: "
                         "what each lane did when) to this file")
     return p
 
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             from graders.bench.back_to_back import run_back_to_back
 
             return run_back_to_back(args.out, args.back_to_back, device=args.device,
-                                    slots_per_gpu=args.slots_per_gpu)
+                                    slots_per_gpu=args.slots_per_gpu, results=args.results)
         if args.command == "bench" and args.load:
             from graders.bench.load import run_load_bench
 

@@ -79,7 +79,7 @@ for part in "$@"; do
     b2b*)
       n=${part#b2b}
       timeout ${B2B_TIMEOUT:-200} python3 -m graders bench --back-to-back 12 --device cuda \
-        --slots-per-gpu "$n" --out "$OUT/b2b$n.md" > "$OUT/b2b$n.log" 2>&1
+        --slots-per-gpu "$n" --out "$OUT/b2b$n.md" --results "$OUT/b2b$n.json" > "$OUT/b2b$n.log" 2>&1
       echo "back to back, $n slots: rc $?"; tail -25 "$OUT/b2b$n.log" ;;
     verdicts)
       mkdir -p /tmp/old && tar xzf .old/old.tar.gz -C /tmp/old && chmod -R o+rX /tmp/old && chmod o+x /tmp/old

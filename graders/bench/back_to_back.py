@@ -15,6 +15,7 @@ answers, the first against the median of the rest, and whether the issue's goals
 from __future__ import annotations
 
 import itertools
+import json
 import secrets
 import sys
 import tempfile
@@ -86,9 +87,10 @@ def render(records: list[Record], walls: list[float], device: str, slots_per_gpu
 
 def run_back_to_back(out: Path | None, count: int = 12, device: str = "auto", port: int = 0,
                      slots_per_gpu: int = 1, poll_s: float = 0.1,
-                     cap_s: float = 600) -> int:
+                     cap_s: float = 600, results: Path | None = None) -> int:
     """0 when every submission was graded, 1 when one was not within ``cap_s``, 2 when the
-    server could not be run."""
+    server could not be run. ``results``: a JSON file of each grading's record and result
+    (its phases and timeline: what each lane did when), as ``--load`` writes."""
     kind = load_bench_device(device)
     refs = reference_entries(load_mix())
     if not refs or count < 1:
@@ -122,4 +124,7 @@ def run_back_to_back(out: Path | None, count: int = 12, device: str = "auto", po
     if out:
         write_section(out, section)
         print(f"wrote the section to {out}")
+    if results:
+        results.write_text(json.dumps([r.to_json() for r in records], indent=1))
+        print(f"wrote each grading's result to {results}")
     return 0 if all(r.done for r in records) else 1
