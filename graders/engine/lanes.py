@@ -20,7 +20,7 @@ from graders.engine.context import (CompiledOnly, Grading, Lane, LaneLost, LaneS
                                     gpu_overrun_stop)
 from graders.engine.loading import open_lane
 from graders.engine.outcome import PartResults
-from graders.engine.plan import Part, plan_parts
+from graders.engine.plan import CompileGuess, Part, pick_part, plan_parts, timed_guesses
 from graders.engine.results import CheckResult, GradeResult
 from graders.engine.spec import PerformanceSpec
 from graders.engine.timing import warm_up
@@ -69,9 +69,10 @@ class LaneSet:
                  timed: PerformanceSpec | None):
         self.g, self.result, self.timed = g, result, timed
         self.count = max(1, min(g.lanes, len(g.checks)))
-        self.todo = plan_parts(g.checks, g.device, self.count)
-        self.todo.reverse()  # popped from the end: checks start in the spec's order
+        self.todo = plan_parts(g.checks, g.device, self.count)  # in the spec's order
         self.parts = PartResults(self.todo, result, g.state.lock)
+        # what each lane's runner has compiled, as plan.compile_guesses guesses it
+        self.compiled: list[set[CompileGuess]] = [set() for _ in range(self.count)]
         self.driver = CheckDriver(g, module)
         self.kept: list[Lane] = []
         # one lane compiles the timed shapes while the others check
@@ -92,11 +93,19 @@ class LaneSet:
         self.result.checks = self.parts.checks()
         return self.kept
 
-    def _next_part(self) -> Part | None:
+    def _next_part(self, number: int) -> Part | None:
+        """The part lane ``number`` takes next: one alone takes them in the spec's order,
+        several each prefer the parts whose kernels they compiled (plan.pick_part)."""
         with self.g.state.lock:
             if self.g.state.stop is not None or not self.todo:
                 return None
-            return self.todo.pop()
+            others: set[CompileGuess] = set()
+            for lane, compiled in enumerate(self.compiled):
+                if lane != number:
+                    others |= compiled
+            part = self.todo.pop(pick_part(self.todo, self.compiled[number], others))
+            self.compiled[number] |= part.compiles
+            return part
 
     def _work(self, number: int) -> None:
         """One lane's thread: its runner, then parts until none is left. A stop ends every
@@ -111,7 +120,7 @@ class LaneSet:
                 if lane is None:
                     return
             lane = self._warm_if_first(lane, number)
-            while (part := self._next_part()) is not None:
+            while (part := self._next_part(number)) is not None:
                 if lane is None:
                     lane = open_lane(self.g, self.result)
                 lane = self._run_part(lane, part, number)
@@ -163,10 +172,14 @@ class LaneSet:
         if not warm:
             return lane
         lane = lane or open_lane(self.g, self.result)
+        with self.g.state.lock:  # the timed shapes' kernels: this lane's to compile
+            self.compiled[number] |= timed_guesses(self.timed)
         lane = warm_up(self.g, lane, self.timed, self.result, number,
                        wanted=lambda: not self._timing_ruled_out())
         with self.g.state.lock:
             self._warmed = lane if lane is not None and lane.warmed else None
+            if lane is None:  # its runner was lost: the next one has compiled nothing
+                self.compiled[number] = set()
         return lane
 
     def _nothing_to_time(self) -> bool:  # called with the state's lock held
@@ -199,6 +212,7 @@ class LaneSet:
             with self.g.state.lock:
                 if self._warmed is lane:  # timing will compile on whichever lane is left
                     self._warmed = None
+                self.compiled[number] = set()  # the next runner has compiled nothing
             lane = None
             if bomb:
                 raise RunStopped(Verdict.RUNTIME_ERROR,

@@ -63,6 +63,37 @@ def applicable_checks(exercise: ExerciseSpec, language: Language) -> list[CheckS
     return checks
 
 
+# What a Triton kernel is likely compiled for, as a lane can guess it before the call: the
+# input's dtype, the power of two that holds its row (a block sized by
+# triton.next_power_of_2), and the integer specialisations Triton makes of a row length and
+# a row count (equal to 1, divisible by 16). A guess only steers which part a lane takes.
+CompileGuess = tuple[str | None, int, bool, bool, bool]
+
+
+def _guess(rows: int, cols: int, dtype: str | None) -> CompileGuess:
+    block = 1 << max(0, int(cols) - 1).bit_length()
+    return (dtype, block, cols % 16 == 0, rows == 1, rows % 16 == 0)
+
+
+def compile_guesses(params: dict[str, Any]) -> frozenset[CompileGuess]:
+    """The compiles a check's ``params`` (its shapes, [rows, ..., cols], and dtypes) likely
+    need; none where it names no shapes."""
+    shapes = params.get("shapes")
+    dtypes = params.get("dtypes") or [None]
+    if not isinstance(shapes, list):
+        return frozenset()
+    return frozenset(_guess(shape[0], shape[-1], dtype) for shape in shapes
+                     if isinstance(shape, list) and len(shape) >= 2
+                     and all(isinstance(n, int) for n in shape) for dtype in dtypes)
+
+
+def timed_guesses(timed: PerformanceSpec | None) -> frozenset[CompileGuess]:
+    """The compiles the timed shapes likely need (their first input's rows and dtype)."""
+    if timed is None:
+        return frozenset()
+    return frozenset(_guess(s.rows, s.cols, s.dtype) for s in timed.shapes)
+
+
 @dataclasses.dataclass(frozen=True)
 class Part:
     """A check, or one shape of it (``params`` then holds that shape alone)."""
@@ -71,6 +102,7 @@ class Part:
     number: int  # the part's place in the check
     check: CheckSpec
     params: dict[str, Any] | None
+    compiles: frozenset[CompileGuess] = frozenset()  # compile_guesses of its params
 
 
 def plan_parts(checks: list[CheckSpec], device: Device, lanes: int) -> list[Part]:
@@ -82,11 +114,26 @@ def plan_parts(checks: list[CheckSpec], device: Device, lanes: int) -> list[Part
         params = check.params[device]
         shapes = params.get("shapes")
         if lanes > 1 and isinstance(shapes, list) and len(shapes) > 1:
-            parts += [Part(index, j, check, {**params, "shapes": [shape]})
-                      for j, shape in enumerate(shapes)]
+            for j, shape in enumerate(shapes):
+                own = {**params, "shapes": [shape]}
+                parts.append(Part(index, j, check, own, compile_guesses(own)))
         else:
-            parts.append(Part(index, 0, check, None))
+            parts.append(Part(index, 0, check, None, compile_guesses(params)))
     return parts
+
+
+def pick_part(todo: list[Part], mine: set[CompileGuess], others: set[CompileGuess]) -> int:
+    """Which of ``todo`` (in the spec's order) a lane takes next, ``mine`` what its runner
+    has compiled (or is compiling), ``others`` what the grading's other lanes have.
+
+    Each lane's runner compiles the submission's kernels for itself (a Triton cache is a
+    process's own), so a part whose kernels another lane compiled costs those compiles
+    again: the part that repeats fewest of them, among those the one that reuses most of
+    this lane's, then the spec's order. A lane never waits for another to compile."""
+    def cost(i: int) -> tuple[int, int, int]:
+        wanted = todo[i].compiles
+        return (len((wanted & others) - mine), -len(wanted & mine), i)
+    return min(range(len(todo)), key=cost)
 
 
 def timed_spec(exercise: ExerciseSpec, device: Device, language: Language,
