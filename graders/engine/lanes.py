@@ -99,11 +99,14 @@ class LaneSet:
         with self.g.state.lock:
             if self.g.state.stop is not None or not self.todo:
                 return None
-            others: set[CompileGuess] = set()
-            for lane, compiled in enumerate(self.compiled):
-                if lane != number:
-                    others |= compiled
-            part = self.todo.pop(pick_part(self.todo, self.compiled[number], others))
+            if self.count == 1:
+                part = self.todo.pop(0)
+            else:
+                others: set[CompileGuess] = set()
+                for lane, compiled in enumerate(self.compiled):
+                    if lane != number:
+                        others |= compiled
+                part = self.todo.pop(pick_part(self.todo, self.compiled[number], others))
             self.compiled[number] |= part.compiles
             return part
 
