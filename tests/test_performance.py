@@ -514,3 +514,41 @@ def test_a_failed_check_stops_the_timed_shapes_warm_up(tmp_path):
               if span[1].startswith("compile for timing")]
     # the shape in hand when the check failed, or none if it failed first; never both
     assert warmed in ([], ["compile for timing 64×512 float32"]), result.phases["timeline"]
+
+
+def test_a_lane_out_of_parts_closes_beside_the_timing_not_before_it(tmp_path, monkeypatch):
+    """Issue 43: the last lane to run out of parts closed its runner (0.15-0.4 s on the
+    H200) before the timing could start. Where a timing may follow, the close goes on
+    beside it, and the grading still waits for it before it answers."""
+    from graders.engine.context import RunState
+    from graders.isolation.pool import GpuGate, RunnerPool
+
+    slow = 1.5  # a close slower than any part here, so that the two overlap for sure
+    original = RunState.close
+
+    def slow_close(self, process):
+        import time
+        time.sleep(slow)
+        original(self, process)
+
+    monkeypatch.setattr(RunState, "close", slow_close)
+    spec = two_check_exercise()
+    first = spec.checks[0]  # six parts on two lanes, 0.4 s of "compiling" each
+    params = {**first.params, Device.CUDA: {"shapes": [[8, 64]] * 6, "dtypes": ["float32"]}}
+    spec = dataclasses.replace(spec, checks=(dataclasses.replace(first, params=params),
+                                             spec.checks[1]))
+    pool = RunnerPool(Device.CUDA, FakeGpuLauncher("compiles"), gate=GpuGate(), warm=2)
+    try:
+        pool.fill()  # a lane beyond the first joins only on a ready runner
+        assert pool.wait_filled() == ""
+        result = grade(spec, _small_submission(tmp_path), Device.CUDA, pool=pool,
+                       timeout_s=60, lanes=2)
+    finally:
+        pool.close()
+    assert result.verdict is Verdict.PASSED, result.message
+    timeline = result.phases["timeline"]
+    closes = [span for span in timeline if span[1] == "runner closed"]
+    timing_starts = [span[2] for span in timeline if span[1].startswith("timing ")]
+    assert closes and timing_starts, timeline
+    assert min(timing_starts) < max(start + seconds for _, _, start, seconds, _ in closes)
+    assert result.duration_s >= max(start + seconds for _, _, start, seconds, _ in closes)
