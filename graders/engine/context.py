@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 import zlib
 from pathlib import Path
 from typing import Any, Callable
@@ -41,7 +40,6 @@ class RunState:
         # before, kept in case every check did (then the verdict is that, not `failed`)
         self.raised: dict[str, RunStopped] = {}
         self.open: list[RunnerProcess] = []
-        self.closing: list[threading.Thread] = []  # closes started, not yet waited for
         self.outputs: list[str] = []
         self.dropped = 0
         self.reports: list[CloseReport] = []
@@ -101,31 +99,11 @@ class RunState:
         for t in threads:
             t.join()
 
-    def close_soon(self, process: RunnerProcess, on_closed: Callable[[float, float], None]
-                   ) -> None:
-        """Closes a runner on a thread of its own while the grading goes on; ``close_all``
-        waits for it. A lane out of parts closes this way when a timing may follow: its
-        close (~0.15 s, up to 0.4 s) held the timing up, and a close beside a timing leaves
-        the timing's figures as they are alone (timing_disturbers.py on the H200,
-        docs/benchmarks.md). ``on_closed(began, ended)``, monotonic, when it is done."""
-        def close() -> None:
-            began = time.monotonic()
-            self.close(process)
-            on_closed(began, time.monotonic())
-
-        thread = threading.Thread(target=close, name="close", daemon=True)
-        with self.lock:
-            self.closing.append(thread)
-        thread.start()
-
     def close_all(self) -> CloseReport:
-        """Every runner still open closed, and every close in flight done; what all of them
-        left, summed."""
+        """Every runner still open closed; what all of them left, summed."""
         with self.lock:
-            still_open, closing, self.closing = list(self.open), self.closing, []
+            still_open = list(self.open)
         self.close_many(still_open)
-        for thread in closing:
-            thread.join()
         return CloseReport(sum(r.leftover_processes for r in self.reports),
                            all(r.all_killed for r in self.reports))
 

@@ -146,25 +146,17 @@ class LaneSet:
         """A lane out of parts: kept if it may time; else its runner is closed now, while
         the other lanes still check. Closed at the end, the lanes' runners made the timing
         wait for them (0.4–0.7 s with four: the driver tears CUDA contexts down one at a
-        time). Where a timing may follow, the close goes on beside it (RunState.close_soon):
-        the last lane's close held the timing up by 0.15–0.4 s."""
+        time), and timing must not start while they are going."""
         with self.g.state.lock:
             closing = not lane.warmed and (self.timed is None or self._warmed is not None
                                            or self._nothing_to_time())
             if not closing:
                 self.kept.append(lane)
-        if not closing:
-            return
-
-        def closed(began: float, ended: float) -> None:
-            self.g.state.note_span(number, "runner closed", began, self.g.started, ended)
-
-        if self.timed is not None:
-            self.g.state.close_soon(lane.process, closed)
-        else:
+        if closing:
             began = time.monotonic()
             self.g.state.close(lane.process)
-            closed(began, time.monotonic())
+            self.g.state.note_span(number, "runner closed", began, self.g.started,
+                                   time.monotonic())
 
     def _join(self) -> Lane | None:
         """Lanes beyond the first run only on runners that are ready, or become ready
