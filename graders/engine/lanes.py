@@ -25,7 +25,7 @@ from graders.engine.results import CheckResult, GradeResult
 from graders.engine.spec import PerformanceSpec
 from graders.engine.timing import warm_up
 from graders.isolation import CHECKER_NICE, RunStopped, fork_bomb_message, lower_this_thread
-from graders.shared.vocabulary import Verdict
+from graders.shared.vocabulary import Device, Verdict
 
 MAX_OVERRUNS = 2  # a second call past its budget ends the run as `timeout`
 # A call that held the shared GPU past its hold (GPU_HOLD_S) ends the run at the first:
@@ -71,8 +71,10 @@ class LaneSet:
         self.count = max(1, min(g.lanes, len(g.checks)))
         self.todo = plan_parts(g.checks, g.device, self.count)  # in the spec's order
         self.parts = PartResults(self.todo, result, g.state.lock)
-        # what each lane's runner has compiled, as plan.compile_guesses guesses it
+        # what each lane's runner has compiled, as plan.compile_guesses guesses it; on the
+        # CPU interpreter nothing is compiled, and the lanes take the parts in order
         self.compiled: list[set[CompileGuess]] = [set() for _ in range(self.count)]
+        self._by_compiles = self.count > 1 and g.device is Device.CUDA
         self.driver = CheckDriver(g, module)
         self.kept: list[Lane] = []
         # one lane compiles the timed shapes while the others check
@@ -94,12 +96,12 @@ class LaneSet:
         return self.kept
 
     def _next_part(self, number: int) -> Part | None:
-        """The part lane ``number`` takes next: one alone takes them in the spec's order,
-        several each prefer the parts whose kernels they compiled (plan.pick_part)."""
+        """The part lane ``number`` takes next: in the spec's order, or on a GPU with
+        several lanes, the one plan.pick_part prefers for the kernels its runner compiled."""
         with self.g.state.lock:
             if self.g.state.stop is not None or not self.todo:
                 return None
-            if self.count == 1:
+            if not self._by_compiles:
                 part = self.todo.pop(0)
             else:
                 others: set[CompileGuess] = set()
