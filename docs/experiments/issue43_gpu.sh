@@ -39,8 +39,8 @@ for part in "$@"; do
         tests/test_gpu_memory_cap.py ${CAP_MORE:-} 2>&1 | tail -15 | tee "$OUT/captests.log" ;;
     gputests)  # the GPU tests but the whole selftest (the verdicts part runs that, twice)
       timeout ${GPUTESTS_TIMEOUT:-240} python3 -m pytest -q -m gpu -p no:cacheprovider \
-        tests/test_gpu.py tests/test_gpu_memory_cap.py -k "not selftest_on_cuda" 2>&1 \
-        | tail -15 | tee "$OUT/gputests.log" ;;
+        tests/test_gpu.py tests/test_gpu_memory_cap.py -k "not selftest_on_cuda" > "$OUT/gputests.log" 2>&1
+      tail -15 "$OUT/gputests.log"; grep -E "^(E |FAILED)" "$OUT/gputests.log" | head -30 ;;
     latency)
       timeout ${LATENCY_TIMEOUT:-150} python3 docs/experiments/worker_latency.py --device cuda \
         --repeat 12 --out "$OUT/latency.json" 2>&1 | tail -30 | tee "$OUT/latency.log" ;;
