@@ -143,8 +143,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --load: copies of the mix sent in one burst (a file graded more "
                         "than once gives the timing spread)")
     b.add_argument("--results", type=Path, default=None,
-                   help="with --load or --back-to-back: each grading's result as JSON (its phases and timeline: "
-                        "what each lane did when) to this file")
+                   help="with --load or --back-to-back: each grading's result as JSON (its "
+                        "phases and timeline: what each lane did when) to this file")
     return p
 
 
