@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from graders.isolation import TIMING_NICE, RunnerPool, default_launcher
 from graders.isolation.jobuids import descendants_of
 from graders.isolation.launch import RUNNER_NICE
+from graders.shared import autogroup
 from graders.shared.vocabulary import Device
 
 
@@ -19,6 +22,22 @@ def _priorities(process) -> dict[int, int]:
             found[pid] = os.getpriority(os.PRIO_PROCESS, pid)
         except OSError:  # gone meanwhile
             pass
+    return found
+
+
+def _runner_groups(process) -> dict[int, int | None]:
+    """The session-group nice of each of the runner's Python processes (the sandbox's own
+    processes, bubblewrap's, are in other sessions and only wait)."""
+    found = {}
+    for pid in descendants_of(process.proc.pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if not os.path.basename(argv[0]).startswith(b"python"):
+                continue
+        except OSError:
+            continue
+        found[pid] = autogroup.nice_of(pid)
     return found
 
 
@@ -36,6 +55,24 @@ def test_a_runner_starts_below_the_grader_and_is_raised_to_time():
             assert after.keys() == before.keys() and set(after.values()) == {TIMING_NICE}
         # the runner still answers after it
         assert ready.process.proc.poll() is None
+    finally:
+        ready.process.close()
+        pool.close()
+
+
+@pytest.mark.skipif(autogroup.nice_of() is None, reason="this kernel groups no sessions")
+def test_a_runners_session_group_has_its_nice_where_the_cpu_is_shared_by_session():
+    """Each runner is a session of its own, and with autogroup on the kernel shares the CPU
+    between sessions before nice orders threads: a runner's nice 10 in a group of nice 0
+    weighed what the timing runner's nice 0 did (graders/shared/autogroup.py)."""
+    pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=0)
+    ready = pool.take()
+    try:
+        groups = _runner_groups(ready.process)
+        assert groups and set(groups.values()) == {RUNNER_NICE}, groups
+        if os.geteuid() == 0:  # raising a group needs the privilege, as raising a nice does
+            assert ready.process.set_priority(TIMING_NICE)
+            assert set(_runner_groups(ready.process).values()) == {TIMING_NICE}
     finally:
         ready.process.close()
         pool.close()

@@ -7,7 +7,8 @@
 #       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went) |
 #       b2bN (12 references back to back through the real server, N slots) | verdicts |
 #       disturbers (timing_disturbers.py: a timed copy and softmax beside each thing a busy
-#       host does to the GPU and its driver)
+#       host does to the GPU and its driver) | autogroup (autogroup_share.py: whether a nice
+#       orders processes that are sessions of their own, as runners and slots are)
 # (the selftest of the tree before issue 43, carried as .old/old.tar.gz, against this one).
 # Results go to $OUT.
 set -uo pipefail
@@ -73,6 +74,8 @@ for part in "$@"; do
       [ -n "${CPU_SAMPLE:-}" ] && python3 docs/experiments/cpu_sampler.py --summary "$OUT/cpu$n"/p.*.json \
         > "$OUT/cpu${n}_summary.txt" 2>&1 && head -60 "$OUT/cpu${n}_summary.txt"; echo "load $n slots: rc $rc"; host_summary "$OUT/host_load$n.log"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
       [ -f "$OUT/load$n.json" ] && python3 docs/experiments/timing_probe.py "$OUT/load$n.json" | tee "$OUT/load${n}_probe.txt" ;;
+    autogroup)
+      timeout 120 python3 docs/experiments/autogroup_share.py --seconds 3 2>&1 | tee "$OUT/autogroup.txt" ;;
     disturbers)
       timeout ${DISTURBERS_TIMEOUT:-200} python3 docs/experiments/timing_disturbers.py \
         --seconds ${DISTURBERS_SECONDS:-8} 2>&1 | tee "$OUT/disturbers.md" ;;

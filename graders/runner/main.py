@@ -31,6 +31,7 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from graders.runner import gpu_gate
-from graders.shared import protocol
+from graders.shared import autogroup, protocol
 from graders.shared.arrays import HostArray
 from graders.shared.protocol import SEED_CACHE_ENV
 
@@ -470,6 +471,11 @@ def _decode(value: Any, tensors: list) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
+    # started at RUNNER_NICE in a session of its own: the nice counts against the other
+    # runners and the slots only once the session's group has it too (its torch import
+    # and its compiles are the host's largest background work). Beside the start-up: the
+    # kernel takes one such change every 0.1 s machine-wide, and runners start in bursts
+    threading.Thread(target=autogroup.follow_own_nice, name="autogroup", daemon=True).start()
     read_fd, write_fd = (int(x) for x in args.fds.split(","))
     inbox, outbox = protocol.open_pair(read_fd, write_fd)
     from graders.runner import progress
