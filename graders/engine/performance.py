@@ -364,7 +364,10 @@ class PerformanceRun:
             raise PerformanceRejected(f"a timed call returned without launching a Triton "
                                       f"kernel {during}", flag=False)
         ms, copy_ms = _on_time(ms, copy_ms, reply.get("late_reps"))
+        fetching = time.monotonic()
         rows = self._fetch_rows(shape, seed, reps, int(reply.get("pool", 0)), during)
+        if self.on_shape is not None:  # in the timeline beside the shape's whole span
+            self.on_shape(f"{shape.label}: its rows fetched", fetching, time.monotonic())
         self.compiled[shape.label] = (reply.get("kernels"), reply.get("device_limits"))
         copy_bytes = reply.get("copy_bytes")
         if not isinstance(copy_bytes, int) or abs(copy_bytes - shape.bytes_moved) > 2:
