@@ -27,9 +27,22 @@ def elapsed(a, b):
     return b.at - a.at
 
 
+class FakeCuda:
+    mallocs = 0
+
+    @classmethod
+    def memory_stats(cls):
+        cls.mallocs += 2  # two trips to the driver between one reading and the next
+        return {"num_device_alloc": cls.mallocs, "num_device_free": 0, "num_alloc_retries": 0}
+
+
+class FakeTorch:
+    cuda = FakeCuda
+
+
 def test_the_probe_line_says_what_came_before_the_loop_and_the_reader_reads_it(capsys):
     began = time.perf_counter() - 0.25  # the request started a quarter second ago
-    probe = timing._Probe(None, FakeEvent, record, None, began)
+    probe = timing._Probe(FakeTorch, FakeEvent, record, None, began, timing._costs(FakeTorch))
     probe.mark("warmup")
     for _ in range(3):
         probe.mark("other")
@@ -43,11 +56,15 @@ def test_the_probe_line_says_what_came_before_the_loop_and_the_reader_reads_it(c
     reader = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reader)
     (m,) = reader.LINE.finditer(line)
-    fn, shape, reps, wall, late, host, gpu = m.groups()
+    fn, shape, reps, wall, late, host, gpu, counts = m.groups()
     assert (fn, shape, reps, late) == ("softmax", "64×1048576 float32", "3", "1")
-    host, gpu = reader.parts(host), reader.parts(gpu)
+    host, gpu, counts = reader.parts(host), reader.parts(gpu), reader.parts(counts)
     assert host["setup"] >= 0.25 and set(host) >= {"setup", "warmup", "other", "fill", "call"}
     assert gpu == {"warmup": 1.0, "other": 3.0, "fill": 3.0, "call": 3.0}
+    # what the thread and the allocator spent meanwhile, and the slowest of the three fills
+    assert counts["device_mallocs"] == 2 and counts["alloc_retries"] == 0
+    assert counts["cpu_s"] >= 0 and counts["switches_forced"] >= 0
+    assert 0 <= counts["fill_max_s"] <= host["fill"] + 0.001  # printed to the millisecond
     # and from a bench's --results file
     results = [{"result": {"output": line, "phases": {"timing_s": 1.0}}}]
     assert reader.results(json.loads(json.dumps(results)))[0]["output"] == line

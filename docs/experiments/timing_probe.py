@@ -3,7 +3,8 @@
 Reads the load bench's ``--results`` JSON (or one ``graders grade --json`` result) of a run
 with ``GRADERS_TIMING_PROBE=1`` (or ``GRADERS_RUNNER_PROFILE=1``): the runner printed one
 ``timing probe`` line per timed shape (graders/runner/timing.py ``_Probe``). Prints, per
-shape, the median over the gradings of each part's host seconds and GPU milliseconds, then
+shape, the median over the gradings of each part's host seconds and GPU milliseconds (and
+the runner thread's CPU-seconds, context switches and allocator trips where printed), then
 the medians of the timing phases (wait for the GPU alone, the GPU alone, the rows judged).
 
     python3 docs/experiments/timing_probe.py gpu-out/load6.json
@@ -18,7 +19,7 @@ import statistics
 from collections import defaultdict
 
 LINE = re.compile(r"timing probe (\S+) (\S+ \S+): (\d+) reps in ([\d.]+) s, (\d+) late; "
-                  r"host s (.*); GPU ms (.*)")
+                  r"host s (.*?); GPU ms (.*?)(?:; counts (.*))?$", re.M)
 
 
 def parts(text: str) -> dict[str, float]:
@@ -45,11 +46,12 @@ def main() -> int:
         with open(name) as f:
             for result in results(json.load(f)):
                 for m in LINE.finditer(result.get("output") or ""):
-                    fn, shape, reps, wall, late, host, gpu = m.groups()
+                    fn, shape, reps, wall, late, host, gpu, counts = m.groups()
                     shapes[f"{fn} {shape}"].append({"reps": int(reps), "wall": float(wall),
                                                      "late": int(late),
                                                      **{f"host {k}": v for k, v in parts(host).items()},
-                                                     **{f"gpu {k}": v for k, v in parts(gpu).items()}})
+                                                     **{f"gpu {k}": v for k, v in parts(gpu).items()},
+                                                     **(parts(counts) if counts else {})})
                 for key in ("timing_gate_wait_s", "timing_s", "timing_judge_s", "checks_s",
                             "timing_warmup_s", "duration_s"):
                     value = (result.get("phases") or {}).get(key, result.get(key))

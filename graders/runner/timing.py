@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import sys
 import time
 from typing import Any
@@ -70,6 +71,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
     ``began``: when the request started (time.perf_counter), for the probe's setup figure."""
     began = time.perf_counter() if began is None else began
     torch = runner.torch
+    probing = bool(os.environ.get("GRADERS_RUNNER_PROFILE") or os.environ.get("GRADERS_TIMING_PROBE"))
+    costs = _costs(torch) if probing else None  # before the setup's allocations
     guard = runner.guard
     fn = getattr(runner.module, header["fn"])
     recipes = [InputRecipe.from_json(d) for d in header["inputs"]]
@@ -110,9 +113,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
             return fn(*args, **kwargs)
 
     state = guard.CallGuard(runner.submission, stream=stream.cuda_stream)
-    probe = (_Probe(torch, Event, record, stream, began)
-             if os.environ.get("GRADERS_RUNNER_PROFILE") or os.environ.get("GRADERS_TIMING_PROBE")
-             else None)
+    probe = _Probe(torch, Event, record, stream, began, costs) if probing else None
     times, copies, outputs, launches = [], [], [], []
     events, kernels = [], []
     try:
@@ -217,9 +218,12 @@ class _Probe:
     calls), and the GPU time of each part from events recorded between them. Printed on
     the runner's output, beside its cProfile."""
 
-    def __init__(self, torch, Event, record, stream, began: float):  # noqa: N803 - the timer's own parts
+    def __init__(self, torch, Event, record, stream, began: float,  # noqa: N803 - the timer's own parts
+                 costs: dict[str, float]):
         self.Event, self.record, self.stream = Event, record, stream
+        self.torch, self.costs = torch, costs
         self.host: dict[str, float] = {}
+        self.slowest: dict[str, float] = {}
         self.marks: list[tuple[str, Any]] = []
         self.last = time.perf_counter()
         # the request before the loop: the cache emptied, the cap set, pools, flush and copy
@@ -230,6 +234,7 @@ class _Probe:
     def mark(self, part: str) -> None:
         now = time.perf_counter()
         self.host[part] = self.host.get(part, 0.0) + now - self.last
+        self.slowest[part] = max(self.slowest.get(part, 0.0), now - self.last)
         self.last = now
         event = self.Event(enable_timing=True)
         self.record(event, self.stream)
@@ -245,8 +250,29 @@ class _Probe:
         print(f"timing probe {header['fn']} {shape}: {reps} reps in {wall_s:.3f} s, {late} "
               "late; host s "
               + ", ".join(f"{k} {v:.3f}" for k, v in self.host.items() if k != "start")
-              + "; GPU ms " + ", ".join(f"{k} {v:.1f}" for k, v in gpu.items()),
+              + "; GPU ms " + ", ".join(f"{k} {v:.1f}" for k, v in gpu.items())
+              + "; counts " + ", ".join(f"{k} {v:.3g}" for k, v in self.counts().items()),
               file=sys.stderr, flush=True)
+
+    def counts(self) -> dict[str, float]:
+        """Since the request began: this thread's CPU-seconds and its context switches (a
+        thread short of CPU is switched out involuntarily; one waiting on the driver or a
+        lock, voluntarily), the allocator's trips to the driver, and the slowest fill."""
+        now = _costs(self.torch)
+        out = {k: now[k] - self.costs[k] for k in now}
+        out["fill_max_s"] = self.slowest.get("fill", 0.0)
+        return out
+
+
+def _costs(torch) -> dict[str, float]:
+    """What a probed request costs besides wall time (see ``_Probe.counts``)."""
+    use = resource.getrusage(resource.RUSAGE_THREAD)
+    stats = torch.cuda.memory_stats()
+    return {"cpu_s": time.thread_time(), "switches_voluntary": use.ru_nvcsw,
+            "switches_forced": use.ru_nivcsw,
+            "device_mallocs": stats.get("num_device_alloc", 0),
+            "device_frees": stats.get("num_device_free", 0),
+            "alloc_retries": stats.get("num_alloc_retries", 0)}
 
 
 def warm_up(runner, header: dict[str, Any], decode) -> dict[str, Any]:
