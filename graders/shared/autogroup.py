@@ -9,7 +9,10 @@ so is every slot's worker: RUNNER_NICE, TIMING_NICE and CHECKER_NICE
 (graders/isolation/launch.py) ordered nothing between them. On this project's 2-core CPU
 machine, one spinning process beside six spinners at nice 19, each in its own session, got
 0.78 CPU-s in 3 s; all in one session, 2.75; each in its own session with its group at
-nice 19, 2.74 (``docs/experiments/autogroup_share.py``).
+nice 19, 2.74 (``docs/experiments/autogroup_share.py``). The kernel groups sessions only
+for processes in the root of the CPU controller's hierarchy: on the H100 device (a
+container, autogroup enabled) the same experiment gave 3.03 CPU-s all three ways, so there
+nice values always counted, and this changes nothing.
 
 A group's weight is its own nice (``/proc/PID/autogroup``, "/autogroup-N nice K"), which
 any process may raise for its own group and only a privileged one lower. Without
