@@ -58,6 +58,53 @@ def clock(torch) -> tuple:
             torch.Tensor.copy_, torch.Tensor.zero_, torch.cuda._sleep)
 
 
+class KeptOutputs:
+    """The timed calls' outputs, kept for the checker's row picks in a few large blocks
+    rather than one new block a call.
+
+    A clone of each output holds one more block every repetition, taken from what the
+    caching allocator had cached for the next fill's temporaries or the next call's output,
+    so every repetition asks the driver for memory (cudaMalloc). On a loaded GPU host (6
+    slots, some 60 CUDA contexts being made, closed and allocating) the fills that take 2 ms
+    alone took 48-65 ms of host time while the calls between them did not slow
+    (docs/benchmarks.md, issue 43). Here a block holds ``first`` outputs, the next as many
+    as are kept so far (never past ``most``): 100 repetitions allocate 5 times. An output
+    unlike the block's (another dtype or size, or not on ``device``: the checker judges
+    what it gets) is cloned as before."""
+
+    def __init__(self, torch, first: int, most: int, device: str = "cuda"):
+        self.torch, self.first, self.most = torch, max(1, first), max(1, most)
+        self.device = device
+        self.outputs: list[Any] = []
+        self.block, self.size, self.used, self.room = None, 0, 0, 0
+
+    def keep(self, out) -> None:
+        if not self._room_for(out):
+            self.outputs.append(out.clone())
+            return
+        n = self.size
+        kept = self.block[self.used * n:(self.used + 1) * n].view(out.shape)
+        kept.copy_(out)
+        self.outputs.append(kept)
+        self.used += 1
+
+    def _room_for(self, out) -> bool:
+        if out.device.type != self.device or out.numel() == 0:
+            return False
+        if self.block is not None:  # one kind of output: the first one's
+            if (out.dtype, out.numel()) != (self.block.dtype, self.size):
+                return False
+            if self.used < self.room:
+                return True
+        kept = len(self.outputs)
+        room = min(self.first if self.block is None else kept, self.most - kept)
+        if room < 1:
+            return False
+        self.block = self.torch.empty(room * out.numel(), dtype=out.dtype, device=out.device)
+        self.size, self.used, self.room = out.numel(), 0, room
+        return True
+
+
 class TimedRun:
     """The outputs and inputs of one shape's timed calls, kept until the checker looks."""
 
@@ -114,7 +161,9 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
 
     state = guard.CallGuard(runner.submission, stream=stream.cuda_stream)
     probe = _Probe(torch, Event, record, stream, began, costs) if probing else None
-    times, copies, outputs, launches = [], [], [], []
+    times, copies, launches = [], [], []
+    kept = KeptOutputs(torch, min_reps, max_reps)
+    outputs = kept.outputs
     events, kernels = [], []
     try:
         for w in range(warmup):  # compiles and autotunes; untimed, unchecked
@@ -168,7 +217,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
                                             "message": f"{header['fn']} returned "
                                                        f"{type(out).__name__} in a timed call, "
                                                        "expected a torch.Tensor"}}, None)
-        outputs.append(out.clone())
+        kept.keep(out)
         events.append((c0, c1, e0, e1))
         if probe:
             probe.mark("clone")
