@@ -49,3 +49,31 @@ def test_an_output_off_the_device_or_empty_is_cloned():
     kept.keep(torch.ones(2, 2))  # a CPU tensor where the block is on the GPU
     kept.keep(torch.ones(0))
     assert kept.block is None and len(kept.outputs) == 2
+
+
+def test_rows_come_to_the_host_together_each_in_its_place():
+    """``on_host_together``: what it is given, in its order, whatever it groups (the rows of
+    another dtype or length stay apart)."""
+    from graders.runner.timing import on_host_together
+
+    class Device:  # a stand-in for the GPU: rows not on "cpu" are grouped and stacked
+        type = "meta-gpu"
+
+    class Row:
+        def __init__(self, t):
+            self.t, self.device, self.dtype, self.shape = t, Device, t.dtype, t.shape
+
+    class Torch:
+        stacked = []
+
+        @classmethod
+        def stack(cls, rows):
+            cls.stacked.append(len(rows))
+            return torch.stack([r.t for r in rows])
+
+    rows = [torch.full((4,), float(i)) for i in range(5)] + [torch.arange(3)] + \
+           [torch.full((2,), 9.0)]
+    got = on_host_together(Torch, [Row(r) for r in rows[:5]] + [Row(rows[5]), rows[6]])
+    assert Torch.stacked == [5]  # the five float rows in one copy; the lone int row alone
+    assert [float(g[0]) for g in got[:5]] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert got[5].t.tolist() == [0, 1, 2] and got[6] is rows[6]

@@ -358,13 +358,31 @@ def warm_up(runner, header: dict[str, Any], decode) -> dict[str, Any]:
 
 def rows_of(runner, run: TimedRun, header: dict[str, Any]):
     """The rows the checker picked: outputs of timed calls, and inputs still in the pool."""
-    out = []
+    picked = []
     for call_index, row in header.get("outputs", []):
-        out.append(runner.to_host(run.outputs[int(call_index)][int(row)]))
+        picked.append(run.outputs[int(call_index)][int(row)])
     n = len(run.outputs)
     for call_index, j, row in header.get("inputs", []):
         slot = int(call_index) % len(run.pool)
         if not n - len(run.pool) <= int(call_index) < n:
             raise ValueError("that call's inputs are no longer in the pool")
-        out.append(runner.to_host(run.pool[slot][int(j)][int(row)]))
+        picked.append(run.pool[slot][int(j)][int(row)])
+    return [runner.to_host(t) for t in on_host_together(runner.torch, picked)]
+
+
+def on_host_together(torch, rows: list[Any]) -> list[Any]:
+    """``rows`` with those on the GPU brought to the host in one copy for each kind of row
+    (dtype and shape) rather than one copy a row: each copy is a trip through the driver and
+    a wait for the GPU, and a timed shape's 10-100 rows are fetched while the grading holds
+    the GPU alone (under the load bench, 10.5 of the 38 s that timings held it)."""
+    out = list(rows)
+    kinds: dict[tuple, list[int]] = {}
+    for i, t in enumerate(rows):
+        if t.device.type != "cpu":
+            kinds.setdefault((t.device, t.dtype, tuple(t.shape)), []).append(i)
+    for index in kinds.values():
+        if len(index) > 1:
+            together = torch.stack([rows[i] for i in index]).to("cpu")
+            for i, row in zip(index, together):
+                out[i] = row
     return out
