@@ -118,7 +118,8 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
     ``began``: when the request started (time.perf_counter), for the probe's setup figure."""
     began = time.perf_counter() if began is None else began
     torch = runner.torch
-    probing = bool(os.environ.get("GRADERS_RUNNER_PROFILE") or os.environ.get("GRADERS_TIMING_PROBE"))
+    probing = bool(os.environ.get("GRADERS_RUNNER_PROFILE")
+                   or os.environ.get("GRADERS_TIMING_PROBE"))
     costs = _costs(torch) if probing else None  # before the setup's allocations
     guard = runner.guard
     fn = getattr(runner.module, header["fn"])
@@ -267,8 +268,8 @@ class _Probe:
     calls), and the GPU time of each part from events recorded between them. Printed on
     the runner's output, beside its cProfile."""
 
-    def __init__(self, torch, Event, record, stream, began: float,  # noqa: N803 - the timer's own parts
-                 costs: dict[str, float]):
+    def __init__(self, torch, Event, record, stream,  # noqa: N803 - the timer's own parts
+                 began: float, costs: dict[str, float]):
         self.Event, self.record, self.stream = Event, record, stream
         self.torch, self.costs = torch, costs
         self.host: dict[str, float] = {}
