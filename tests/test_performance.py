@@ -514,3 +514,41 @@ def test_a_failed_check_stops_the_timed_shapes_warm_up(tmp_path):
               if span[1].startswith("compile for timing")]
     # the shape in hand when the check failed, or none if it failed first; never both
     assert warmed in ([], ["compile for timing 64×512 float32"]), result.phases["timeline"]
+
+
+def test_the_runner_empties_its_cache_before_the_first_shape_and_after_the_last_only():
+    """Between one timing's shapes the runner keeps torch's cache (the next shape's buffers
+    come from what the last one freed): each empty and the allocations after it went to the
+    driver while the grading held the GPU alone. The first ``perf`` and the last
+    ``perf_rows`` say so; the others do not."""
+    from graders.engine.performance import PerformanceRun
+    from graders.engine.plan import load_checks_module
+
+    exercise = small_exercise()
+    third = dataclasses.replace(exercise.performance.shapes[0], label="128×256 float32")
+    spec = dataclasses.replace(exercise.performance,
+                               shapes=exercise.performance.shapes + (third,))
+
+    class Recording:
+        def __init__(self):
+            self.headers = []
+
+        def request(self, header, arrays=(), during="", budget_s=None, **_):
+            self.headers.append(header)
+            if header["op"] == "perf":
+                reps = 6
+                return type("Reply", (), {"header": {
+                    "reps": reps, "ms": [1.0] * reps, "copy_ms": [0.5] * reps,
+                    "launches": [1] * reps, "pool": 2, "copy_bytes": header["bytes"]},
+                    "arrays": []})()
+            n = len(header["outputs"]) + len(header["inputs"])
+            return type("Reply", (), {"header": {}, "arrays": [None] * n})()
+
+    session = Recording()
+    run = PerformanceRun(spec, exercise.tolerances, load_checks_module(exercise), session,
+                         np.random.default_rng(5), None)
+    run.judging.add = lambda rows: None  # the flags only: no rows judged
+    run.measure()
+    perfs = [h["first_shape"] for h in session.headers if h["op"] == "perf"]
+    rows = [h["last_shape"] for h in session.headers if h["op"] == "perf_rows"]
+    assert perfs == [True, False, False] and rows == [False, False, True]

@@ -336,7 +336,8 @@ class Runner:
             return _error("grader_error", "timing needs a GPU", None), []
         began = time.perf_counter()
         self.timed = None
-        self.torch.cuda.empty_cache()
+        if header.get("first_shape", True):  # later shapes reuse what the one before freed
+            self.torch.cuda.empty_cache()
         if self.memory is not None and header.get("gpu_memory_cap"):
             # a timing has the GPU alone: the GPU's one timing reserve beside this job's cap
             self.memory.install(int(header["gpu_memory_cap"]))
@@ -367,7 +368,8 @@ class Runner:
             return _error("grader_error", f"bad row pick: {exc}", None), []
         finally:
             self.timed = None
-            self.torch.cuda.empty_cache()
+            if header.get("last_shape", True):  # the timing's memory given back at its end
+                self.torch.cuda.empty_cache()
         return {"ok": True, "rows": len(rows)}, rows
 
     # -- error reporting ----------------------------------------------------------------
