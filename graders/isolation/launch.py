@@ -319,8 +319,7 @@ class RunnerProcess:
             return False
         # and their sessions' groups, where the kernel shares the CPU by session first
         # (graders/shared/autogroup.py): else the nice orders nothing against other runners
-        return all([autogroup.set_nice(pid, nice) or autogroup.nice_of(pid) is None
-                    for pid in pids])
+        return all([autogroup.set_nice(pid, nice) for pid in pids])
 
     def _job_processes(self, max_age: float = 0.0) -> int:
         return len(self._job_pids(max_age))

@@ -48,10 +48,11 @@ def nice_of(pid: int | str = "self") -> int | None:
 
 
 def set_nice(pid: int | str, nice: int, retries: int = RETRIES) -> bool:
-    """Give ``pid``'s session group ``nice``; True if it has it now (or the kernel groups
-    no sessions, so the process's own nice is all that counts)."""
+    """Give ``pid``'s session group ``nice``; True if it has it now, or there is no group
+    to give it to (the kernel groups no sessions, or the process is gone: its own nice, or
+    none, is all that counts)."""
     if nice_of(pid) is None:
-        return not os.path.exists(_path("self"))  # autogroup off here: nothing to do
+        return True
     for _ in range(retries + 1):
         try:
             fd = os.open(_path(pid), os.O_WRONLY)
@@ -62,7 +63,8 @@ def set_nice(pid: int | str, nice: int, retries: int = RETRIES) -> bool:
             return True
         except OSError as exc:
             if exc.errno != errno.EAGAIN:
-                return False  # lowering without the privilege, another uid's, gone
+                # lowering without the privilege, another uid's; or gone meanwhile
+                return nice_of(pid) is None
             time.sleep(RETRY_S)
     return False
 
