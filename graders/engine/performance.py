@@ -265,7 +265,6 @@ class PerformanceRun:
         self.judging = RowJudge(self._judge_rows)  # judges them meanwhile, in that order
         self.stop: BaseException | None = None  # what ended the measuring early
         self.clocks: Any = None
-        self.perf_requests = 0
 
     def run(self) -> dict[str, Any]:
         """Both steps at once (where nothing else shares the GPU)."""
@@ -349,9 +348,7 @@ class PerformanceRun:
         # and the allocations after it are trips to the driver, made while this grading holds
         # the GPU alone, and on a busy host each took up to ~0.1 s (docs/benchmarks.md,
         # issue 43). Within the timing's memory cap torch frees cached blocks itself.
-        header = {"op": "perf", **timing_request(shape, seed),
-                  "first_shape": self.perf_requests == 0}
-        self.perf_requests += 1
+        header = {"op": "perf", **timing_request(shape, seed), "first_shape": not self.fetched}
         during = f"while timing {shape.fn} at {shape.label}"
         reply = self.session.request(header, during=during, budget_s=self.budget_s).header
         if reply.get("violations"):
