@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO, mutant_file, run_cli
 from test_grading import ROW_PER_PROGRAM, SAFE_KERNEL
 
+from graders.engine.performance import AT_THE_CEILING
 from graders.engine.registry import get_exercise
 from graders.isolation.launch import RunnerJob
 from graders.isolation.sandbox import BwrapLauncher
@@ -181,9 +182,14 @@ def test_the_speed_words_name_what_slows_each_known_kernel():
         assert any("spills" in w and "num_warps" in w for w in said["warnings"]), said
     short = spilling["4096×4096 float32"]["diagnosis"]["kernels"]
     assert [k["spill_bytes"] for k in short] == [0]  # 32 values a thread: nothing spilled
-    # a program a 256-column row: 2 elements for each of its 128 threads
-    thin = spilling["65536×256 float32"]["diagnosis"]["warnings"]
-    assert any("2 elements a thread" in w for w in thin), thin
+    # a program a 256-column row: 2 elements for each of its 128 threads. Words only where
+    # the shape is below the copy ceiling: the float32 one read 0.904 of copy on an H100
+    # (at the ceiling, nothing to fix) and below it on the H200; bfloat16 ~0.6 on both
+    thin = [spilling[f"65536×256 {dtype}"] for dtype in ("float32", "bfloat16")]
+    below = [s for s in thin if s["fraction"] < AT_THE_CEILING]
+    assert below, [s["fraction"] for s in thin]
+    for s in below:
+        assert any("2 elements a thread" in w for w in s["diagnosis"]["warnings"]), s
 
     rows = _timed_shapes("online_softmax", SPEED / "row_per_program.py")
     said = rows["64×1048576 float32"]["diagnosis"]
