@@ -219,6 +219,82 @@ def test_host_work_keeps_off_the_gpu_gate(tmp_path, monkeypatch):
     assert any(span[1] == "timed rows judged" for span in result.phases["timeline"])
 
 
+def test_only_the_timed_loops_have_the_gpu_alone(tmp_path):
+    """Under a class burst a timing's buffers, warm-up calls and rows fetched (trips to the
+    driver) took most of the time it held the GPU alone, and every other slot's checks
+    waited meanwhile (issue 43). Now a timing takes the GPU's timing turn, its requests hold
+    the gate shared, and each shape's timed loop alone: another slot's checks run during its
+    (fake, 0.3 s) setup, never during a loop."""
+    import time as clock
+    from contextlib import contextmanager
+
+    from graders.isolation.pool import GpuGate, RunnerPool
+
+    class Watched(GpuGate):
+        def __init__(self):
+            super().__init__()
+            self.turn, self.alone, self.loops = False, False, 0
+
+        @contextmanager
+        def timing_turn(self):
+            with super().timing_turn():
+                self.turn = True
+                try:
+                    yield
+                finally:
+                    self.turn = False
+
+        @contextmanager
+        def exclusive(self):
+            with super().exclusive():
+                self.alone, self.loops = True, self.loops + 1
+                try:
+                    yield
+                finally:
+                    self.alone = False
+
+    gate = Watched()
+    pool = RunnerPool(Device.CUDA, FakeGpuLauncher("slow_setup"), gate=gate)
+    seen, done = [], threading.Event()
+
+    def another_slots_checks():
+        while not done.is_set():
+            with gate.shared():
+                seen.append((gate.turn, gate.alone))
+            clock.sleep(0.005)
+
+    checks = threading.Thread(target=another_slots_checks)
+    try:
+        checks.start()
+        result = grade(small_exercise(), _small_submission(tmp_path), Device.CUDA, pool=pool,
+                       timeout_s=60, lanes=1)
+    finally:
+        done.set()
+        checks.join()
+        pool.close()
+    assert result.verdict is Verdict.PASSED, result.message
+    assert gate.loops == 2  # one loop a timed shape, each alone
+    assert (True, True) not in seen  # never beside a timed loop
+    assert seen.count((True, False)) > 20  # beside the timing's 2 × 0.3 s of setup
+    assert result.phases["timing_alone_wait_s"] >= 0
+
+
+def test_a_timed_loop_that_did_not_ask_for_the_gpu_alone_is_refused(tmp_path):
+    """The runner is untrusted: a timed run whose runner never asked for the GPU alone may
+    have run beside other slots' kernels, and its figures are not believed."""
+    result = grade_with("times_sharing", tmp_path)
+    assert result.verdict is Verdict.REJECTED
+    assert "without asking for the GPU alone" in result.message
+
+
+def test_a_check_call_that_asks_for_the_gpu_alone_is_refused(tmp_path):
+    """Only a timed shape's request may hold the gate exclusive: a check's call that asks
+    has written to the grader's channel, and would stall every slot's checks."""
+    result = grade_with("alone_in_check", tmp_path)
+    assert result.verdict is Verdict.REJECTED
+    assert "grader's channel" in result.message
+
+
 class _LateOverrun:
     """A runner session whose first shape's timed outputs are wrong, and whose second shape
     runs over its budget: what a cheat that also stalls would do."""

@@ -519,9 +519,11 @@ def main(argv: list[str] | None = None) -> int:
             with gate_asked(msg.header):
                 reply, arrays = runner.call(msg.header, msg.arrays)
         elif op == "perf":
-            reply, arrays = runner.perf(msg.header)
+            with gate_asked(msg.header):  # shared, then alone for the timed loop
+                reply, arrays = runner.perf(msg.header)
         elif op == "perf_rows":
-            reply, arrays = runner.perf_rows(msg.header)
+            with gate_asked(msg.header):
+                reply, arrays = runner.perf_rows(msg.header)
         elif op == "perf_warmup":
             with gate_asked(msg.header):
                 reply = runner.perf_warmup(msg.header)
