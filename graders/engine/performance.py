@@ -243,10 +243,9 @@ class RowJudge:
 
 
 class PerformanceRun:
-    """Times the graded shapes of ``spec`` through one runner session: ``measure`` (in the
-    GPU's timing turn, each timed loop with the GPU alone) times every shape and fetches the
-    secret rows, which a thread of their own judges meanwhile (``RowJudge``); ``judge``
-    (after the turn) waits for the rest of
+    """Times the graded shapes of ``spec`` through one runner session: ``measure`` (under
+    the GPU gate) times every shape and fetches the secret rows, which a thread of their
+    own judges meanwhile (``RowJudge``); ``judge`` (after the gate) waits for the rest of
     that judging and returns the figures. A fault found while measuring is raised by
     ``judge`` after the rows of the shapes timed before it, the order the checks had when
     each shape's rows were judged at once."""
