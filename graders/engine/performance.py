@@ -286,7 +286,7 @@ class PerformanceRun:
             except (PerformanceRejected, CallOverrun) as stop:
                 self.stop = stop
                 break
-        # read in the timing's turn, right after its last timed loop
+        # read while the GPU is still this grading's alone (as before the split)
         self.clocks = gpuinfo.clocks(self.gpu_index)
 
     def judge(self) -> dict[str, Any]:
