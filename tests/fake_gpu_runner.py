@@ -22,7 +22,7 @@ COPY_MS = 0.100  # the copy of the same bytes takes 100 µs in every mode
 
 def gate(what, inbox, outbox):
     protocol.send(outbox, {"gate": what})
-    if what in ("acquire", "alone"):
+    if what == "acquire":
         assert protocol.receive(inbox).header == {"gate": "held"}
 
 
@@ -55,8 +55,6 @@ def main():
         elif op == "call":
             if h.get("gate"):  # as graders.runner.gpu_gate asks: before its GPU work...
                 gate("acquire", inbox, outbox)
-                if mode == "alone_in_check":  # a check's call may not have the GPU alone
-                    gate("alone", inbox, outbox)
                 if mode == "endless_kernel":  # its kernel never ends
                     import time
                     time.sleep(60)
@@ -73,13 +71,6 @@ def main():
         elif op == "perf":
             assert mode != "fails_checks", "a submission that failed a check was timed"
             timed = h
-            if h.get("gate"):  # as graders.runner.timing does: its buffers and warm-up
-                gate("acquire", inbox, outbox)  # calls beside other slots' checks...
-                if mode == "slow_setup":
-                    import time
-                    time.sleep(0.3)
-                if mode != "times_sharing":  # ...and only the loop with the GPU alone
-                    gate("alone", inbox, outbox)
             reps = 12
             ms = {"too_fast": 0.080, "honest": 0.125}.get(mode, 0.125)
             perf_runs += 1
@@ -99,8 +90,6 @@ def main():
                 "foreign_streams": 1 if mode == "side_stream" else 0,
                 **({"late_reps": late} if late else {})})
         elif op == "perf_rows":
-            if h.get("gate"):
-                gate("acquire", inbox, outbox)
             recipe = InputRecipe.from_json(timed["inputs"][0])
             seed = int(timed["seed"])
             rows = []

@@ -59,8 +59,7 @@ class Taker:
 
 
 @pytest.mark.parametrize("first, second", [("exclusive", "shared"), ("shared", "exclusive"),
-                                           ("exclusive", "exclusive"),
-                                           ("timing_turn", "timing_turn")])
+                                           ("exclusive", "exclusive")])
 def test_a_holder_in_one_process_keeps_out_a_conflicting_taker_in_another(lock_path, first,
                                                                           second):
     a = Taker(lock_path, first)
@@ -79,19 +78,6 @@ def test_shared_takers_in_two_processes_hold_the_gate_together(lock_path):
     assert a.entered.wait(WAIT_S)
     b = Taker(lock_path, "shared", other=a)
     assert b.entered.wait(WAIT_S), "a second shared taker waited for the first"
-    assert b.seen.value == 1
-    a.finish()
-    b.finish()
-
-
-@pytest.mark.parametrize("other", ["shared", "exclusive"])
-def test_a_timing_turn_in_one_process_leaves_the_gate_to_another(lock_path, other):
-    """A timing's turn is one timing a GPU at a time; it holds nothing of the gate, which
-    its runner takes shared and, for each timed loop, exclusive."""
-    a = Taker(lock_path, "timing_turn")
-    assert a.entered.wait(WAIT_S)
-    b = Taker(lock_path, other, other=a)
-    assert b.entered.wait(WAIT_S), f"{other} waited for a timing's turn"
     assert b.seen.value == 1
     a.finish()
     b.finish()

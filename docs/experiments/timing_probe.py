@@ -52,8 +52,8 @@ def main() -> int:
                                                      **{f"host {k}": v for k, v in parts(host).items()},
                                                      **{f"gpu {k}": v for k, v in parts(gpu).items()},
                                                      **(parts(counts) if counts else {})})
-                for key in ("timing_gate_wait_s", "timing_alone_wait_s", "timing_s",
-                            "timing_judge_s", "checks_s", "timing_warmup_s", "duration_s"):
+                for key in ("timing_gate_wait_s", "timing_s", "timing_judge_s", "checks_s",
+                            "timing_warmup_s", "duration_s"):
                     value = (result.get("phases") or {}).get(key, result.get(key))
                     if isinstance(value, (int, float)) and (key != "duration_s" or
                                                             "timing_s" in (result.get("phases") or {})):

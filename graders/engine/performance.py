@@ -28,7 +28,7 @@ import numpy as np
 from graders.engine.judge import compare_rows
 from graders.engine.kernel_words import kernel_words
 from graders.engine.spec import PerformanceSpec, PerfShape, Tolerance
-from graders.isolation import CHECKER_NICE, CallOverrun, SharedGate, lower_this_thread
+from graders.isolation import CHECKER_NICE, CallOverrun, lower_this_thread
 from graders.shared import gpuinfo, perfinputs
 from graders.shared.stats import interquartile_spread
 
@@ -253,15 +253,11 @@ class PerformanceRun:
     def __init__(self, spec: PerformanceSpec, tolerances: dict[str, Tolerance],
                  checks_module: ModuleType, session, rng: np.random.Generator,
                  gpu_index: int | None, budget_s: float | None = None,
-                 on_shape: Callable[[str, float, float], None] | None = None,
-                 gate: SharedGate | None = None, gate_hold_s: float | None = None):
+                 on_shape: Callable[[str, float, float], None] | None = None):
         self.spec, self.tolerances, self.checks = spec, tolerances, checks_module
         self.on_shape = on_shape  # (label, began, ended), monotonic: the grading's timeline
         self.session, self.rng, self.gpu_index = session, rng, gpu_index
         self.budget_s = budget_s  # per timed shape, its compiles included
-        # the GPU gate: each shape's request holds it shared, and its timed loop alone
-        self.gate, self.gate_hold_s = gate, gate_hold_s
-        self.alone_wait_s = 0.0  # the loops' waits for the GPU alone, added up
         # per shape label: the runner's report of its compiled kernels and the GPU's limits
         self.compiled: dict[str, tuple[Any, Any]] = {}
         self.timed: list[ShapeFigures] = []
@@ -354,14 +350,7 @@ class PerformanceRun:
         # issue 43). Within the timing's memory cap torch frees cached blocks itself.
         header = {"op": "perf", **timing_request(shape, seed), "first_shape": not self.fetched}
         during = f"while timing {shape.fn} at {shape.label}"
-        reply = self.session.request(header, during=during, budget_s=self.budget_s,
-                                     **self._gated(alone=True)).header
-        if self.gate is not None:
-            self.alone_wait_s += self.session.last_alone_wait_s
-            if not self.session.last_alone:
-                raise PerformanceRejected(
-                    f"the timed calls ran without asking for the GPU alone {during}: the "
-                    "timer's loop must have the GPU to itself")
+        reply = self.session.request(header, during=during, budget_s=self.budget_s).header
         if reply.get("violations"):
             raise PerformanceRejected(
                 f"torch computed part of the result ({reply['violations'][0]}) {during}: "
@@ -396,13 +385,6 @@ class PerformanceRun:
             raise PerformanceRejected(rows.problem)
         return figures(shape, ms, copy_ms, copy_bytes)
 
-    def _gated(self, alone: bool = False) -> dict[str, Any]:
-        """A request's gate arguments: none where the run has no gate (a test's session)."""
-        if self.gate is None:
-            return {}
-        return {"gate": self.gate, "gate_hold_s": self.gate_hold_s,
-                **({"gate_alone": True} if alone else {})}
-
     def _check_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str) -> None:
         """Fetch and judge at once (the two steps of a timed run's rows, for a test)."""
         self._judge_rows(self._fetch_rows(shape, seed, reps, pool, during))
@@ -419,7 +401,7 @@ class PerformanceRun:
         reply = self.session.request({"op": "perf_rows", "outputs": [list(p) for p in out_picks],
                                       "inputs": [list(p) for p in in_picks],
                                       "last_shape": last}, during=during,
-                                     budget_s=self.budget_s, **self._gated())
+                                     budget_s=self.budget_s)
         if len(reply.arrays) != len(out_picks) + len(in_picks):
             raise PerformanceRejected(f"the timed run's rows do not add up {during}")
         return FetchedRows(shape, seed, during, out_picks, in_picks, list(reply.arrays))

@@ -1,14 +1,10 @@
 """The graded shapes timed: on a GPU only, after every check passed, on one runner alone.
 
 While the other lanes check, one lane compiles the timed shapes' kernels (``warm_up``).
-When the checks are done, that lane times (``time_submission``) in the GPU's timing turn
-(one timing a GPU at a time). Each shape's timed loop holds the GPU gate exclusive: other
-slots' checks and warm runners being made keep off the GPU meanwhile. The shape's buffers,
-its untimed warm-up calls and its rows fetched hold the gate shared, beside them: under a
-class burst those trips to the driver took most of a timing (38 s of a 77 s burst on 6
-slots, with 2-5 % of it in the timed loops), and every other slot's checks waited for them
-(docs/benchmarks.md, issue 43). What the runner measures is checked and scored by
-``graders.engine.performance``, the secret rows judged after the turn.
+When the checks are done, that lane times (``time_submission``) holding the GPU gate
+exclusive: other slots' checks and warm runners being made keep off the GPU meanwhile.
+What the runner measures is checked and scored by ``graders.engine.performance``, the
+secret rows fetched under the gate and judged after it is let go.
 """
 
 from __future__ import annotations
@@ -74,23 +70,21 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
     run = PerformanceRun(spec, g.exercise.tolerances, module, lane.session, g.rng("performance"),
                          getattr(g.launcher, "gpu_index", None),
                          budget_s=g.budget_s + TIMING_BUDGET_S,
-                         gate=g.pool.gpu_gate, gate_hold_s=g.gpu_hold_s,
                          on_shape=lambda label, began, ended: g.state.note_span(
                              -1, f"timing {label}", began, g.started, ended))
     started = time.monotonic()
     try:
         # only now, the lanes' threads joined: none of this grading holds the gate shared
-        # (its timed loops ask exclusive, and a thread asking exclusive while one of its own
-        # held it would wait for ever)
-        with g.pool.gpu_gate.timing_turn():
+        # (a thread asking exclusive while one of its own held it would wait for ever).
+        # Warm runners being made, and other slots' checks on this GPU, keep off it.
+        with g.pool.gpu_gate.exclusive():
             result.phases["timing_gate_wait_s"] = round(time.monotonic() - started, 3)
             with lane.session.timing_memory():  # the GPU's one timing reserve, beside the cap
                 run.measure()
     finally:
         result.phases["timing_s"] = round(time.monotonic() - started, 3)
-        result.phases["timing_alone_wait_s"] = round(run.alone_wait_s, 3)
-    # the rows judged on the host after the turn: the next timing on the GPU waits for
-    # it, and a long row's float64 reference is host seconds
+    # the rows judged on the host with the GPU let go: every other slot's checks wait
+    # while a grading holds it alone, and a long row's float64 reference is host seconds
     judging = time.monotonic()
     try:
         _judge(run, spec, result)

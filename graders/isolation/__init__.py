@@ -19,10 +19,10 @@ from graders.isolation.launch import (CHECKER_NICE, TIMING_NICE, CloseReport, La
 from graders.isolation.pool import ReadyRunner, RunnerPool
 from graders.isolation.sandbox import default_launcher
 from graders.isolation.session import (CallOverrun, CallRefused, RunnerCrashed, RunStopped,
-                                       Session, SharedGate, fork_bomb_message, overrun_message,
+                                       Session, fork_bomb_message, overrun_message,
                                        run_message)
 
 __all__ = ["CHECKER_NICE", "CallOverrun", "CallRefused", "CloseReport", "Launcher",
            "ReadyRunner", "RunStopped", "RunnerCrashed", "RunnerPool", "RunnerProcess", "Session",
-           "SharedGate", "TIMING_NICE", "default_launcher", "fork_bomb_message",
-           "lower_this_thread", "overrun_message", "run_message"]
+           "TIMING_NICE", "default_launcher", "fork_bomb_message", "lower_this_thread",
+           "overrun_message", "run_message"]

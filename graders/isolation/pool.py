@@ -46,15 +46,10 @@ def gpu_lock_dir() -> Path:
 
 
 class GpuGate:
-    """Timed calls have the GPU to themselves: warm runners being prepared, and the checks
-    of other gradings, touch the GPU only outside a timed loop. Many sharers may pass at
-    once; the timed loop (``exclusive``) waits for those inside, and new ones wait for it
-    (writer preference, or a steady stream of checks would keep a timing waiting for ever).
-
-    A timing takes its turn first (``timing_turn``: one timing a GPU at a time, which alone
-    may use the GPU's timing reserve of memory), and holds the gate exclusive only for each
-    shape's timed loop: its buffers, its untimed warm-up calls and its rows fetched pass
-    the gate shared, beside other slots' checks (graders.engine.timing says why).
+    """Timing has the GPU to itself: warm runners being prepared, and the checks of other
+    gradings, touch the GPU only outside a timed phase. Many sharers may pass at once;
+    timing waits for those inside, and new ones wait for timing (writer preference, or a
+    steady stream of checks would keep a timing waiting for ever).
 
     ``lock_path`` (a per-GPU file, see ``for_gpu``) makes the gate hold across processes:
     the slot processes that share one GPU each have a gate on the same file. Shared takes
@@ -78,9 +73,6 @@ class GpuGate:
         self.lock_path = lock_path
         self.turnstile_path = (lock_path.with_name(lock_path.name + ".turnstile")
                                if lock_path is not None else None)
-        self._turn = threading.Lock()
-        self.turn_path = (lock_path.with_name(lock_path.name + ".timing")
-                          if lock_path is not None else None)
 
     @classmethod
     def for_gpu(cls, gpu_index: int | None, required: bool = False) -> "GpuGate":
@@ -156,20 +148,6 @@ class GpuGate:
             with self._cond:
                 self._exclusive = False
                 self._cond.notify_all()
-
-
-    @contextmanager
-    def timing_turn(self):
-        """One timing on this GPU at a time, across the processes that share it. Holds
-        nothing of the gate itself: the timing runner asks for it shared, and exclusive for
-        each timed loop (graders.isolation.session)."""
-        with self._turn:
-            fd = self._flock(self.turn_path, fcntl.LOCK_EX) if self.turn_path else None
-            try:
-                yield
-            finally:
-                if fd is not None:
-                    os.close(fd)
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from contextlib import contextmanager
 from typing import Any, Callable, ContextManager, Protocol
 
@@ -28,8 +27,6 @@ class SharedGate(Protocol):
     starts runners through this one)."""
 
     def shared(self) -> ContextManager[None]: ...
-
-    def exclusive(self) -> ContextManager[None]: ...
 
 
 # error kinds the runner reports that end the whole run, and their verdicts
@@ -103,11 +100,6 @@ class _GateHold:
     and when the request ends. A runner that asks where it was not told to has written to
     the checker's channel.
 
-    In a timed shape's request (``alone_ok``) the runner asks once for the GPU alone
-    (``alone``, before its timed loop): the shared hold is let go and the gate taken
-    exclusive, the wait not counted against the call, until the request ends. Its buffers,
-    warm-up calls and rows are GPU work beside other slots' checks; only the loop is timed.
-
     ``hold_s``: how long one holding may last. Every timing on the GPU waits for a holder,
     and every other check waits behind that timing, so a kernel that never ends (the
     hostile mix's endless.py) stalled the whole GPU for the call's budget (20 s, set for
@@ -115,24 +107,18 @@ class _GateHold:
     call is over its budget, as a call past its whole budget is."""
 
     def __init__(self, gate: SharedGate | None, runner: RunnerProcess,
-                 hold_s: float | None = None, alone_ok: bool = False):
+                 hold_s: float | None = None):
         self.gate, self.runner, self.hold_s = gate, runner, hold_s
-        self.alone_ok = alone_ok
-        self._held: Any = None  # the gate's shared() (or exclusive()) context while held
+        self._held: Any = None  # the gate's shared() context while it is held
         self._timer: threading.Timer | None = None
         self.expired = False  # the runner was killed for holding the gate past hold_s
-        self.alone = False  # the runner had the GPU alone (asked once, in a timed shape)
-        self.alone_wait_s = 0.0  # how long it waited for that
 
     def answer(self, what: Any) -> None:
-        if self.gate is None or what not in ("acquire", "release", "alone") or (
-                what == "alone" and (not self.alone_ok or self.alone)):
+        if self.gate is None or what not in ("acquire", "release"):
             raise protocol.ProtocolError(f"a gate request {what!r} nobody asked for")
         if what == "release":
             self.let_go()
             return
-        if what == "alone":
-            self._take_alone()
         if self._held is None:
             self.runner.pause_call()  # waiting for the GPU is not the submission's time
             held = self.gate.shared()
@@ -142,18 +128,6 @@ class _GateHold:
             if self.hold_s:
                 self._timer = _start_timer(self.hold_s, self._expire)
         self.runner.send({"gate": "held"})
-
-    def _take_alone(self) -> None:
-        """Exclusive waits for every sharer, this runner's own shared hold included: that is
-        let go first. The loop's time is bounded by the call's budget, not ``hold_s``."""
-        self.let_go()
-        self.runner.pause_call()  # waiting for the GPU is not the submission's time
-        asked = time.monotonic()
-        held = self.gate.exclusive()
-        held.__enter__()
-        self._held, self.alone = held, True
-        self.alone_wait_s = time.monotonic() - asked
-        self.runner.resume_call()
 
     def _expire(self) -> None:
         self.expired = True
@@ -179,13 +153,12 @@ class Session:
         self.runner_sandboxed = sandboxed
         self.on_progress = on_progress
         self.last_progress: dict[str, Any] | None = None
-        self.last_alone, self.last_alone_wait_s = False, 0.0  # of the last request (request)
         self._extra: dict[str, Any] = {}  # fields every request carries (a timing's cap)
 
     @contextmanager
     def timing_memory(self):
-        """While this runner times (its GPU's timing turn, graders.isolation.pool.GpuGate):
-        its GPU memory cap raised by the GPU's one timing reserve, in the runner (each ``perf``
+        """While this runner times (the GPU alone, graders.isolation.pool.GpuGate): its GPU
+        memory cap raised by the GPU's one timing reserve, in the runner (each ``perf``
         request says so) and in the watch of what the driver reports."""
         base = self.runner.gpu_cap
         if not base:
@@ -201,20 +174,16 @@ class Session:
     def request(self, header: dict[str, Any], arrays: list[HostArray] | None = None,
                 during: str = "", trusted: bool = False,
                 budget_s: float | None = None, raises_fail_check: bool = False,
-                gate: SharedGate | None = None, gate_hold_s: float | None = None,
-                gate_alone: bool = False) -> protocol.Message:
+                gate: SharedGate | None = None, gate_hold_s: float | None = None
+                ) -> protocol.Message:
         """One exchange. ``trusted``: no student code has run yet, so a death is ours.
         ``raises_fail_check``: a call of the submission, whose exceptions fail its check
         (``CallRefused``) rather than end the run. ``gate``: the GPU's gate, held shared
         for the runner while it runs GPU work and not while it compiles (the runner asks,
         graders.runner.gpu_gate); let go with the reply, whatever the runner said.
-        ``gate_hold_s``: the longest one holding of it may last (``_GateHold``).
-        ``gate_alone``: a timed shape's request, whose runner may ask once for the gate
-        exclusive; ``last_alone`` then says whether it did, ``last_alone_wait_s`` how long
-        it waited."""
+        ``gate_hold_s``: the longest one holding of it may last (``_GateHold``)."""
         self.last_progress = None
-        hold = _GateHold(gate, self.runner, gate_hold_s, alone_ok=gate_alone)
-        self.last_alone, self.last_alone_wait_s = False, 0.0
+        hold = _GateHold(gate, self.runner, gate_hold_s)
         if gate is not None:
             header = {**header, "gate": True}
         try:
@@ -250,7 +219,6 @@ class Session:
         finally:
             hold.let_go()
             self.runner.end_call()
-            self.last_alone, self.last_alone_wait_s = hold.alone, hold.alone_wait_s
         if not reply.header.get("ok", False):
             error = reply.header.get("error") or {}
             kind = error.get("kind", "runtime_error")

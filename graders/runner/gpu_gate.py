@@ -12,11 +12,6 @@ left running) when a compile starts. The checker holds the gate for it meanwhile
 the call's budget while it waits, and lets it go when the call answers, whatever the
 runner said.
 
-A timed shape's request asks once more, ``{"gate": "alone"}`` before its timed loop
-(``alone``): the checker lets its shared hold go and takes the gate exclusive for it, and
-from then to the reply nothing gives it back (a compile in the loop keeps the GPU, as a
-whole timing used to). The checker refuses a timed shape whose runner did not ask.
-
 Like the rest of the runner this is cooperation, not a wall: a submission shares this
 process and could launch without asking, as it could before from a thread of its own
 after a call returned. Honest code, the case the gate exists for, asks.
@@ -31,7 +26,7 @@ from graders.shared import protocol
 
 _lock = threading.Lock()
 _channel: dict[str, BinaryIO | None] = {"inbox": None, "outbox": None}
-_state = {"asking": False, "held": False, "alone": False}
+_state = {"asking": False, "held": False}
 
 
 def attach(inbox: BinaryIO, outbox: BinaryIO) -> None:
@@ -41,14 +36,13 @@ def attach(inbox: BinaryIO, outbox: BinaryIO) -> None:
 def begin(asking: bool) -> None:
     """A request starts: ``asking``, whether it asks for the gate (the checker said so)."""
     with _lock:
-        _state.update(asking=bool(asking) and _channel["outbox"] is not None, held=False,
-                      alone=False)
+        _state.update(asking=bool(asking) and _channel["outbox"] is not None, held=False)
 
 
 def end() -> None:
     """The request is answered: the checker let the gate go with the reply."""
     with _lock:
-        _state.update(asking=False, held=False, alone=False)
+        _state.update(asking=False, held=False)
 
 
 def acquire() -> None:
@@ -63,23 +57,10 @@ def acquire() -> None:
         _state["held"] = True
 
 
-def alone() -> None:
-    """A timed loop starts: the gate asked for exclusive, held to the reply."""
-    with _lock:
-        if not _state["asking"] or _state["alone"]:
-            return
-        protocol.send(_channel["outbox"], {"gate": "alone"})
-        answer = protocol.receive(_channel["inbox"])
-        if answer.header.get("gate") != "held":
-            raise RuntimeError(f"the checker answered {answer.header!r} to a gate request")
-        _state.update(held=True, alone=True)
-
-
 def release() -> None:
-    """A compile starts: the GPU idle of this runner's work, the gate given back (not
-    while it is held alone)."""
+    """A compile starts: the GPU idle of this runner's work, the gate given back."""
     with _lock:
-        if not _state["asking"] or not _state["held"] or _state["alone"]:
+        if not _state["asking"] or not _state["held"]:
             return
         import torch  # imported long before: the runner's toolchain
 

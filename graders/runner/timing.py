@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-from graders.runner import gpu_gate, kernel_facts
+from graders.runner import kernel_facts
 from graders.shared import perfinputs
 from graders.shared.perfinputs import InputRecipe
 from graders.shared.stats import interquartile_spread  # shared with the checker, which reports it
@@ -176,11 +176,6 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
             raise
     if probe:
         probe.mark("warmup")
-    # Only the loop has the GPU alone: the buffers above and the warm-up calls ran beside
-    # other slots' checks (the gate held shared), and so do the rows fetched after it.
-    gpu_gate.alone()
-    if probe:
-        probe.mark("alone")  # the wait for other slots' GPU work in flight
     started = time.monotonic()
     headstart, late = HEADSTART_CYCLES, []
     for i in range(0 if state.violations else max_reps):
@@ -282,8 +277,7 @@ class _Probe:
         self.marks: list[tuple[str, Any]] = []
         self.last = time.perf_counter()
         # the request before the loop: the cache emptied, the cap set, pools, flush and copy
-        # buffers allocated (then ``warmup``: the untimed calls; ``alone``: the wait for
-        # the GPU alone)
+        # buffers allocated (then ``warmup``: the untimed calls)
         self.host["setup"] = self.last - began
         self.mark("start")
 
