@@ -14,10 +14,10 @@ H200 = 143771 * MIB  # nvidia-smi's memory.total of the H200
 
 
 def test_cores_give_a_slot_per_four_cores_of_each_gpu():
-    assert gpu_sizing.slots_by_cores(16, 1) == 2  # the H200 host
-    assert gpu_sizing.slots_by_cores(16, 2) == 1  # two GPUs share the cores
+    assert gpu_sizing.slots_by_cores(16, 1) == 4  # the H200 host
+    assert gpu_sizing.slots_by_cores(16, 2) == 2  # two GPUs share the cores
     assert gpu_sizing.slots_by_cores(2, 1) == 1  # this machine: never none
-    assert gpu_sizing.slots_by_cores(128, 8) == 2
+    assert gpu_sizing.slots_by_cores(128, 8) == 4
 
 
 def test_memory_gives_each_slots_runners_a_context_and_room_to_check():
@@ -35,7 +35,8 @@ def test_memory_gives_each_slots_runners_a_context_and_room_to_check():
 
 
 def test_a_host_gets_the_fewest_its_cores_and_its_gpu_allow():
-    assert gpu_sizing.slots_per_gpu(16, 1, H200) == 2  # cores bind: the H200 host
+    assert gpu_sizing.slots_per_gpu(16, 1, H200) == 4  # cores bind: the H200 host
+    assert gpu_sizing.slots_per_gpu(16, 1, 80 * GIB) == 3  # memory binds: an H100 host
     assert gpu_sizing.slots_per_gpu(64, 1, H200) == 7  # memory binds
     assert gpu_sizing.slots_per_gpu(64, 1, None) == gpu_sizing.MAX_SLOTS_PER_GPU  # unknown
     assert gpu_sizing.slots_per_gpu(1, 1, 8 * GIB) == 1
@@ -57,7 +58,8 @@ def test_unset_slots_per_gpu_is_sized_from_the_host(host):
 
     slots = host.default_slots(Settings(grader_device="auto", grading_slots=0))
     assert [(s.name, s.gpu_index, s.shares_gpu, s.gpu_slots) for s in slots] == [
-        ("gpu-0", 0, True, 2), ("gpu-0-1", 0, True, 2)]
+        ("gpu-0", 0, True, 4), ("gpu-0-1", 0, True, 4), ("gpu-0-2", 0, True, 4),
+        ("gpu-0-3", 0, True, 4)]
 
 
 def test_an_explicit_slots_per_gpu_wins(host, monkeypatch):
@@ -84,5 +86,5 @@ def test_the_host_is_read_without_torch(monkeypatch):
     monkeypatch.setattr(slot_sizing.shutil, "which", lambda name: None)  # no nvidia-smi
     assert slot_sizing.gpu_memory_bytes([0]) is None
     # then the cores alone decide
-    assert slot_sizing.sized_slots_per_gpu([0], cores=16) == 2
-    assert slot_sizing.sized_slots_per_gpu([0, 1], cores=16, gpu_bytes=H200) == 1
+    assert slot_sizing.sized_slots_per_gpu([0], cores=16) == 4
+    assert slot_sizing.sized_slots_per_gpu([0, 1], cores=16, gpu_bytes=H200) == 2

@@ -29,11 +29,14 @@ TIMING_RESERVE_BYTES = 12 * GIB
 MIN_CAP_BYTES = 1 * GIB  # below this a GPU check's inputs and outputs may not fit
 # a slot is sized on memory only if each of its checking runners gets at least this
 SLOT_MIN_CAP_BYTES = 2 * GIB
-# cores one slot keeps busy: its lanes compile at once (4 on a GPU), and its runners are
-# made beside them (torch's imports, a CUDA context). Measured on the H200's 16 cores
-# (docs/benchmarks.md, issue 43): 4 slots gave 1,066 gradings an hour against 987 with 2,
-# each grading twice as slow (p50 10.9 s), the cores saturated: so 8 cores a slot, 2 there
-CORES_PER_SLOT = 8
+# cores one slot keeps busy: its lanes compile at once, and its runners are made beside
+# them (torch's imports, a CUDA context). A grading among others takes 2 lanes (about 3.3
+# cores, graders/service/host_load.py), one alone 4. On an H100 host's 16 cores with the
+# class mix (docs/benchmarks.md, issue 43, 2026-12-06): 6 slots 1,966-2,066 gradings an
+# hour with the cores saturated (load 21-35), non-hostile p50 ~10 s and 21-28 of 44 over
+# 10 s; 4 slots 1,877 an hour on a burst half as long, non-hostile p50 7.4 s, 4 of 22 over
+# 10 s. So 4 cores a slot: 4 on 16 cores, nearly the throughput of 6 at half the wait
+CORES_PER_SLOT = 4
 MAX_SLOTS_PER_GPU = 8
 LANES = 4  # a grading's runners on a GPU (graders/engine/plan.py default_lanes)
 WARM = 2 * LANES + 1  # runners a slot keeps ready (graders/service/worker.py default_warm)
