@@ -4,7 +4,8 @@
 # PART: captests | gputests | latency | lanes (lanes_cost.py: wall and CPU-s per grading by lanes) |
 #       cpu (cpu_breakdown.py: a grading's CPU-s by runners made, runners' work, the checker) |
 #       profile | loadN (N slots sharing the GPU, 2 copies of the mix; with
-#       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went) |
+#       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went; with
+#       HOST_CPU=1, host_cpu.py counts the host's CPU-seconds by kind) |
 #       b2bN (12 references back to back through the real server, N slots) | verdicts |
 #       disturbers (timing_disturbers.py: a timed copy and softmax beside each thing a busy
 #       host does to the GPU and its driver) | autogroup (autogroup_share.py: whether a nice
@@ -68,9 +69,14 @@ for part in "$@"; do
       # CPU_SAMPLE=1: every Python process of the bench samples its CPU by stack (cpu_sampler.py)
       sampling=(); [ -n "${CPU_SAMPLE:-}" ] && mkdir -p "$OUT/cpu$n" && sampling=(env
         GRADERS_CPU_SAMPLE="$(realpath -m "$OUT")/cpu$n/p" PYTHONPATH="$PWD/docs/experiments/sampling:${PYTHONPATH:-}")
-      timeout ${LOAD_TIMEOUT:-200} "${sampling[@]}" python3 -m graders bench --load --device cuda --rounds 2 \
+      # HOST_CPU=1: the host's CPU-seconds by kind over the burst (host_cpu.py: runners made,
+      # their work and compiles, the slots' checkers, the server, the rest)
+      hostcpu=(); [ -n "${HOST_CPU:-}" ] && hostcpu=(python3 docs/experiments/host_cpu.py
+        --gradings 48 --out "$OUT/host_cpu$n.json" --)
+      timeout ${LOAD_TIMEOUT:-200} "${hostcpu[@]}" "${sampling[@]}" python3 -m graders bench --load --device cuda --rounds 2 \
         --slots-per-gpu "$n" --out "$OUT/load$n.md" --results "$OUT/load$n.json" > "$OUT/load$n.log" 2>&1
       rc=$?; kill $watcher
+      grep -h "host CPU-seconds by kind" "$OUT/load$n.log"
       [ -n "${CPU_SAMPLE:-}" ] && python3 docs/experiments/cpu_sampler.py --summary "$OUT/cpu$n"/p.*.json \
         > "$OUT/cpu${n}_summary.txt" 2>&1 && head -60 "$OUT/cpu${n}_summary.txt"; echo "load $n slots: rc $rc"; host_summary "$OUT/host_load$n.log"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
       [ -f "$OUT/load$n.json" ] && python3 docs/experiments/timing_probe.py "$OUT/load$n.json" | tee "$OUT/load${n}_probe.txt" ;;
