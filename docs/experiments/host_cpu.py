@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_breakdown import _made, cpu_of  # noqa: E402
+from cpu_breakdown import _at, _made, cpu_of  # noqa: E402
 from lanes_cost import busy_seconds  # noqa: E402
 
 PERIOD_S = 0.1
@@ -80,21 +80,22 @@ class HostSampler(threading.Thread):
 
 
 def summarize(sampler: HostSampler, busy_s: float, wall_s: float,
-              before: set[int]) -> dict[str, float | int]:
-    """CPU-seconds by kind over the window. A process alive before it counts from its first
-    sample; a runner made within it is split into making and work."""
+              t0: float) -> dict[str, float | int]:
+    """CPU-seconds by kind from ``t0`` on. A process alive at ``t0`` counts from its sample
+    then; a runner made after it is split into making and work."""
     out = {"host_busy": busy_s, "wall": wall_s, "runners_made": 0.0, "runners_work": 0.0,
            "runners_children": 0.0}
     made = 0
     for pid, s in sampler.series.items():
         kind = sampler.kinds[pid]
-        first = s[0] if pid in before else (0.0, 0.0, 0.0)
+        alive = s[0][0] <= t0 + PERIOD_S  # sampled at the window's start
+        first = _at(s, t0) if alive else (0.0, 0.0, 0.0)
         own, kids = s[-1][1] - first[1], s[-1][2] - first[2]
-        if kind != "runner":
-            out[kind] = out.get(kind, 0.0) + own + kids
+        if kind != "runner":  # own CPU only: its reaped children are the runners, the
+            out[kind] = out.get(kind, 0.0) + own  # server's workers, counted themselves
             continue
         cost = 0.0
-        if pid not in before:  # made in the window: what it took to stand ready
+        if not alive:  # made in the window: what it took to stand ready
             made += 1
             cost = _made(s) or own + kids
         out["runners_made"] += cost
@@ -113,21 +114,30 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path)
     p.add_argument("--gradings", type=int, help="divide by this too (the burst's size)")
+    p.add_argument("--from-line", default="",
+                   help="the window opens at the command's first output line holding this "
+                        "(the load bench's first progress line: its server and warm runners "
+                        "made before are left out); by default at the command's start")
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         p.error("no command to run")
-    before = {int(n) for n in os.listdir("/proc") if n.isdigit()}  # not the command's
-    b0, t0 = busy_seconds(), time.monotonic()
-    proc = subprocess.Popen(command)
+    window = {"b0": busy_seconds(), "t0": time.monotonic()}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1)
     sampler = HostSampler(proc.pid)
     sampler.start()
+    opened = not args.from_line
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        if not opened and args.from_line in line:
+            opened = True
+            window.update(b0=busy_seconds(), t0=time.monotonic())
     rc = proc.wait()
-    wall, busy = time.monotonic() - t0, busy_seconds() - b0
+    wall, busy = time.monotonic() - window["t0"], busy_seconds() - window["b0"]
     sampler.stop.set()
     sampler.join()
-    summary = summarize(sampler, busy, wall, before)
+    summary = summarize(sampler, busy, wall, window["t0"])
     if args.gradings:
         summary["per_grading"] = {k: round(v / args.gradings, 2) for k, v in summary.items()
                                   if isinstance(v, float) and k not in ("wall", "cores_busy")}

@@ -72,7 +72,7 @@ for part in "$@"; do
       # HOST_CPU=1: the host's CPU-seconds by kind over the burst (host_cpu.py: runners made,
       # their work and compiles, the slots' checkers, the server, the rest)
       hostcpu=(); [ -n "${HOST_CPU:-}" ] && hostcpu=(python3 docs/experiments/host_cpu.py
-        --gradings 48 --out "$OUT/host_cpu$n.json" --)
+        --gradings 48 --from-line " 0/48 done" --out "$OUT/host_cpu$n.json" --)
       timeout ${LOAD_TIMEOUT:-200} "${hostcpu[@]}" "${sampling[@]}" python3 -m graders bench --load --device cuda --rounds 2 \
         --slots-per-gpu "$n" --out "$OUT/load$n.md" --results "$OUT/load$n.json" > "$OUT/load$n.log" 2>&1
       rc=$?; kill $watcher
