@@ -3,8 +3,8 @@
     python3 docs/experiments/host_cpu.py --out FILE.json -- python3 -m graders bench --load ...
 
 cpu_breakdown.py counts one worker's gradings one at a time (15.5 CPU-seconds a grading at
-2 lanes on an H100); a burst of 48 on 6 slots keeps 16 cores busy for ~87 s, some 29 a
-grading. This runs the command and meanwhile reads /proc every 0.1 s: every runner (a
+2 lanes on an H100); under a burst of 48 on 6 slots the load average stays above the 16
+cores for ~87 s, up to ~29 a grading if every core was busy. This runs the command and meanwhile reads /proc every 0.1 s: every runner (a
 python whose command line carries ``--fds``) by its pid, split into what making it cost
 (its CPU when it first stood still, ready in its pool: cpu_breakdown's rule) and its
 work, with its reaped children apart (ptxas and gcc: the compiles; a hostile file's
