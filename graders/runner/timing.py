@@ -79,7 +79,7 @@ class KeptOutputs:
         self.block, self.size, self.used, self.room = None, 0, 0, 0
 
     def keep(self, out) -> None:
-        if not self._room_for(out):
+        if not (self._fits(out) and (self.used < self.room or self._grow(out))):
             self.outputs.append(out.clone())
             return
         n = self.size
@@ -88,14 +88,16 @@ class KeptOutputs:
         self.outputs.append(kept)
         self.used += 1
 
-    def _room_for(self, out) -> bool:
+    def _fits(self, out) -> bool:
+        """Whether ``out`` may go in a block: on ``device``, not empty, and once a block is
+        made, of its dtype and size (one kind of output: the first one's)."""
         if out.device.type != self.device or out.numel() == 0:
             return False
-        if self.block is not None:  # one kind of output: the first one's
-            if (out.dtype, out.numel()) != (self.block.dtype, self.size):
-                return False
-            if self.used < self.room:
-                return True
+        return self.block is None or (out.dtype, out.numel()) == (self.block.dtype, self.size)
+
+    def _grow(self, out) -> bool:
+        """A new block for ``first`` outputs, then as many as are kept so far, never past
+        ``most``; False when no more may be kept in blocks."""
         kept = len(self.outputs)
         room = min(self.first if self.block is None else kept, self.most - kept)
         if room < 1:
