@@ -647,5 +647,7 @@ def test_a_lane_out_of_parts_closes_its_runner_while_the_others_still_check(grad
     others = [t for t in closes if t[0] != slow_lane]
     assert max(t[2] for t in others) < began + seconds - 1.0  # closed while it still checked
     [slow_close] = [t for t in closes if t[0] == slow_lane]
-    assert slow_close[2] >= began + seconds  # its own runner closed after its last part
+    # its own runner closed after its last part (each of the timeline's figures is rounded
+    # to the ms: a start and a length can sum 1.5 ms past the close that followed them)
+    assert slow_close[2] >= began + seconds - 0.002
     assert result.phases["close_s"] < 0.1  # nothing was left open at the end
