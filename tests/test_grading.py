@@ -632,9 +632,9 @@ def test_a_lane_out_of_parts_closes_its_runner_while_the_others_still_check(grad
     can end within 50 ms of each other on a loaded CI, where the order said nothing.)"""
     reference = (REPO / "reference_solutions" / "safe_softmax" / "solution.py").read_text()
     slow = reference.replace("def softmax(", "def _softmax(", 1) + (
-        "\n\nimport time as _time\n_slept = []\n\n\ndef softmax(x):\n"
-        "    if not _slept and tuple(x.shape) == (8, 300):\n"
-        "        _slept.append(1)\n        _time.sleep(3.0)\n"
+        "\n\nimport time as _time\n\n\ndef softmax(x):\n"
+        "    if tuple(x.shape) == (8, 300):  # the underflow check's one call\n"
+        "        _time.sleep(3.0)\n"
         "    return _softmax(x)\n")
     assert slow.count("def softmax(") == 1
     result = grade_source("safe_softmax", slow, lanes=3)
