@@ -3,14 +3,13 @@ package server/ imports. requirements.txt installs everything for the tests, so 
 missing from the ``server`` extra passes every other test and only fails where the image
 starts: the LTI packages were missing so (the server imports them as it starts).
 
-Read from the source with ``ast`` (every import, at any depth) and from the installed
-packages' own metadata: a package is covered if the extra names it or what the extra names
-requires it, with the extras asked for (``celery[redis]``).
+Read from the source with test_import_graph.py's reader (every import, at any depth) and
+from the installed packages' own metadata: a package is covered if the extra names it or what
+the extra names requires it, with the extras asked for (``celery[redis]``).
 """
 
 from __future__ import annotations
 
-import ast
 import sys
 import tomllib
 from importlib.metadata import PackageNotFoundError, packages_distributions, requires
@@ -19,27 +18,23 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from conftest import REPO
+from test_import_graph import imports_of, module_name
 
 LOCAL = {"server", "graders"}
 
 
 def imported_distributions(folder) -> dict[str, str]:
-    """Each third-party distribution the folder's modules import: {name: a module that does}."""
+    """Each third-party distribution the folder's modules import: {name: a module that does}.
+    Its migrations included: the server applies them as it starts."""
     by_module = packages_distributions()
     found: dict[str, str] = {}
     for path in sorted(folder.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                tops = [alias.name.split(".")[0] for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                tops = [node.module.split(".")[0]]
-            else:
+        # with no project module known, imports_of names each import by its top package
+        for top in sorted(imports_of(module_name(path), path, known=set())):
+            if top in LOCAL or top in sys.stdlib_module_names:
                 continue
-            for top in tops:
-                if top in LOCAL or top in sys.stdlib_module_names:
-                    continue
-                for dist in by_module.get(top, [top]):
-                    found.setdefault(canonicalize_name(dist), str(path.relative_to(REPO)))
+            for dist in by_module.get(top, [top]):
+                found.setdefault(canonicalize_name(dist), str(path.relative_to(REPO)))
     return found
 
 
