@@ -52,9 +52,9 @@ def installed_by(requirements: list[str]) -> set[str]:
             needs = requires(name) or []
         except PackageNotFoundError:
             continue
+        asked = [{"extra": extra} for extra in req.extras] or [{"extra": ""}]
         for text in needs:
             need = Requirement(text)
-            asked = [{"extra": extra} for extra in req.extras] or [{"extra": ""}]
             if need.marker is None or any(need.marker.evaluate(env) for env in asked):
                 todo.append(need)
     return seen
