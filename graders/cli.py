@@ -62,8 +62,9 @@ def _parser() -> argparse.ArgumentParser:
                                       "and out, warm runners kept ready (the server uses it)")
     w.add_argument("--device", choices=[d.value for d in Device], default="auto")
     w.add_argument("--gpu-index", type=int, default=0)
-    w.add_argument("--warm", type=int, default=None, help="runners kept ready (default: "
-                                                          "one grading's lanes and a spare)")
+    w.add_argument("--warm", type=int, default=None,
+                   help="runners kept ready (default: on a GPU two gradings' lanes and a "
+                        "spare, on the CPU one grading's and a spare)")
     w.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
     w.add_argument("--lanes", type=int, default=None,
                    help="runners sharing one grading's checks (also GRADERS_LANES; default: 4 "

@@ -10,7 +10,7 @@ import sys
 from conftest import REPO
 
 from graders.isolation import RunnerPool, default_launcher
-from graders.isolation.triton_key import triton_key
+from graders.isolation.triton_key import key_for, triton_key
 from graders.shared.vocabulary import Device
 
 
@@ -67,4 +67,52 @@ def test_a_runner_builds_triton_host_stubs_at_o1_and_they_load(tmp_path):
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           timeout=120, cwd=REPO, env={**os.environ,
                                                       "TRITON_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_key_is_kept_on_disk_and_worked_out_again_only_when_triton_changes(tmp_path):
+    """Every grader process paid 0.6-0.9 s for the key before its first runner warmed up;
+    it is kept beside a fingerprint of Triton's files and read back while they hold."""
+    root = tmp_path / "triton"
+    (root / "_C").mkdir(parents=True)
+    (root / "_C" / "libtriton.so").write_bytes(b"\0" * 64)
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "x.pyc").write_bytes(b"bytecode")
+    compiler = root / "compiler" / "compiler.py"
+    compiler.parent.mkdir()
+    compiler.write_text("x = 1\n")
+    cache = tmp_path / "cache"
+    asked = []
+
+    def work_out():
+        asked.append(1)
+        return f"3.6.0-key{len(asked)}"
+
+    assert key_for(root, work_out, cache) == "3.6.0-key1"
+    assert key_for(root, work_out, cache) == "3.6.0-key1"  # read back
+    (root / "__pycache__" / "y.pyc").write_bytes(b"more")  # bytecode is not Triton's source
+    assert key_for(root, work_out, cache) == "3.6.0-key1"
+    assert len(asked) == 1
+    compiler.write_text("x = 22\n")  # an upgrade: another file
+    assert key_for(root, work_out, cache) == "3.6.0-key2"
+    assert len(asked) == 2
+    kept = list(cache.glob("triton-key-*.txt"))
+    assert [p.read_text() for p in kept] == ["3.6.0-key2"]  # the earlier Triton's is gone
+    kept[0].write_text("bad\nkey")  # not a key a runner takes: worked out again
+    assert key_for(root, work_out, cache) == "3.6.0-key3"
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert key_for(root, work_out, blocked / "cache") == "3.6.0-key4"  # not kept, still told
+    assert key_for(root, lambda: None, tmp_path / "empty") is None
+    assert not list((tmp_path / "empty").glob("*"))
+
+
+def test_the_installed_triton_is_found_without_importing_it():
+    program = ("import sys\nfrom graders.isolation.triton_key import triton_root, fingerprint\n"
+               "root = triton_root()\n"
+               "assert 'triton' not in sys.modules\n"
+               "assert (root / '_C').is_dir() and (root / 'runtime' / 'cache.py').is_file()\n"
+               "assert fingerprint(root) == fingerprint(root)\n")
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]

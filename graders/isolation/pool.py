@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from graders.isolation import triton_key
 from graders.isolation.gpu_memory import cap_env
 from graders.isolation.launch import Launcher, RunnerProcess, runner_env, start_runner
-from graders.isolation.triton_key import triton_key
 from graders.isolation.seed_cache import make_seed_cache, remove_seed_cache
 from graders.isolation.session import RunStopped, Session
 from graders.shared.arrays import from_f64
@@ -188,6 +188,7 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
     """Start a runner and prove its toolchain; raises RunStopped(grader_error) if it can't.
     Its first GPU work (the CUDA context, the known-answer kernel) passes ``gate``."""
     started = time.monotonic()
+    triton_key.begin()  # Triton's key is worked out (or read back) while the runner starts
     try:
         runner = start_runner(device.value, CPU_SECONDS, launcher)
     except OSError as exc:
@@ -199,7 +200,7 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
         hello_s = time.monotonic() - started
         # Triton's key, worked out once here: the runner hashed Triton's files otherwise
         warmed = session.request({"op": "warm", "known_shape": list(KNOWN_SHAPE),
-                                  "triton_key": triton_key()},
+                                  "triton_key": triton_key.triton_key()},
                                  during="while warming up", trusted=True).header
         seed = warmed.get("seed", "none")
         if warmed.get("compile_ahead"):
