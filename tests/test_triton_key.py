@@ -14,6 +14,13 @@ from graders.isolation.triton_key import key_for, triton_key
 from graders.shared.vocabulary import Device
 
 
+def run_program(program: str, env: dict[str, str] | None = None) -> None:
+    """``program`` in a python of its own from the repository root; its asserts must hold."""
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def test_the_key_handed_to_runners_is_the_one_triton_works_out_itself():
     own = subprocess.run([sys.executable, "-c", "from triton.runtime.cache import triton_key; "
                           "print(triton_key())"], capture_output=True, text=True, timeout=120)
@@ -40,9 +47,7 @@ def test_a_runner_compiles_under_the_handed_key_without_hashing_triton_again():
         "assert real.cache_info().currsize == 0  # Triton's own never ran\n"
         "adopt_triton_key('bad\\nkey')  # not printable: ignored\n"
         "assert cache.triton_key() == '3.6.0-handed'\n")
-    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_program(program)
 
 
 def test_a_runner_builds_triton_host_stubs_at_o1_and_they_load(tmp_path):
@@ -64,10 +69,7 @@ def test_a_runner_builds_triton_host_stubs_at_o1_and_they_load(tmp_path):
         "(cmd,) = seen\n"
         "levels = [flag for flag in cmd if flag.startswith('-O')]\n"
         "assert levels == ['-O3', '-O1'], cmd\n")
-    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          timeout=120, cwd=REPO, env={**os.environ,
-                                                      "TRITON_CACHE_DIR": str(tmp_path)})
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_program(program, env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path)})
 
 
 def test_the_key_is_kept_on_disk_and_worked_out_again_only_when_triton_changes(tmp_path):
@@ -113,6 +115,4 @@ def test_the_installed_triton_is_found_without_importing_it():
                "assert 'triton' not in sys.modules\n"
                "assert (root / '_C').is_dir() and (root / 'runtime' / 'cache.py').is_file()\n"
                "assert fingerprint(root) == fingerprint(root)\n")
-    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_program(program)
