@@ -7,6 +7,7 @@
 #       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went; with
 #       HOST_CPU=1, host_cpu.py counts the host's CPU-seconds by kind) |
 #       b2bN (12 references back to back through the real server, N slots) | verdicts |
+#       newselftest, then oldselftest (verdicts in two: this tree's selftest first) |
 #       disturbers (timing_disturbers.py: a timed copy and softmax beside each thing a busy
 #       host does to the GPU and its driver) | autogroup (autogroup_share.py: whether a nice
 #       orders processes that are sessions of their own, as runners and slots are)
@@ -90,11 +91,16 @@ for part in "$@"; do
       timeout ${B2B_TIMEOUT:-200} python3 -m graders bench --back-to-back 12 --device cuda \
         --slots-per-gpu "$n" --out "$OUT/b2b$n.md" --results "$OUT/b2b$n.json" > "$OUT/b2b$n.log" 2>&1
       echo "back to back, $n slots: rc $?"; tail -25 "$OUT/b2b$n.log" ;;
-    verdicts)
+    newselftest)  # this tree's GPU selftest alone (verdicts, or oldselftest after it, compares)
+      timeout 280 python3 -m graders selftest --device cuda --jobs 8 > "$OUT/selftest_new.log" 2>&1
+      echo "new tree: $(tail -1 "$OUT/selftest_new.log")"; grep -E '^WRONG' "$OUT/selftest_new.log" ;;
+    verdicts|oldselftest)
       mkdir -p /tmp/old && tar xzf .old/old.tar.gz -C /tmp/old && chmod -R o+rX /tmp/old && chmod o+x /tmp/old
       (cd /tmp/old && timeout 280 python3 -m graders selftest --device cuda --jobs 8) > "$OUT/selftest_old.log" 2>&1
       echo "old tree: $(tail -1 "$OUT/selftest_old.log")"
-      timeout 280 python3 -m graders selftest --device cuda --jobs 8 > "$OUT/selftest_new.log" 2>&1
+      if [ "$part" = verdicts ] || [ ! -s "$OUT/selftest_new.log" ]; then
+        timeout 280 python3 -m graders selftest --device cuda --jobs 8 > "$OUT/selftest_new.log" 2>&1
+      fi
       echo "new tree: $(tail -1 "$OUT/selftest_new.log")"
       if diff <(strip "$OUT/selftest_old.log") <(strip "$OUT/selftest_new.log") > "$OUT/selftest.diff"; then
         echo "every selftest line the same, old and new tree ($(strip "$OUT/selftest_new.log" | grep -c '^ok ') ok lines)"
