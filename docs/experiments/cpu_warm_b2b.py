@@ -3,20 +3,16 @@
     .venv/bin/python docs/experiments/cpu_warm_b2b.py W N
 
 Starts the worker, waits for its ready line, then sends the three references in turn, N jobs,
-each once the one before is answered, and prints each job's wall time and ``acquire_s`` (the
-time it waited for a runner): whether W runners kept warm are enough for a slot's next
-grading to find one ready.
+each once the one before is answered (lanes_cost.py's ``grade_reference``), and prints each
+job's wall time and ``acquire_s`` (the time it waited for a runner): whether W runners kept
+warm are enough for a slot's next grading to find one ready.
 """
 import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-FILES = [("safe_softmax", "reference_solutions/safe_softmax/solution.py"),
-         ("masked_softmax", "reference_solutions/masked_softmax/solution.py"),
-         ("online_softmax", "reference_solutions/online_softmax/solution.py")]
+from lanes_cost import REPO, grade_reference
 
 
 def main() -> None:
@@ -29,22 +25,14 @@ def main() -> None:
     print("ready", ready, round(time.monotonic() - t0, 2))
     walls, waits = [], []
     for i in range(n):
-        exercise, path = FILES[i % len(FILES)]
-        sent = time.monotonic()
-        worker.stdin.write(json.dumps({"id": i, "exercise": exercise, "file": path}) + "\n")
-        worker.stdin.flush()
-        while True:  # progress lines ("check") come before the answer
-            line = json.loads(worker.stdout.readline())
-            if "result" in line or "error" in line:
-                break
-        result = line["result"]
-        walls.append(time.monotonic() - sent)
+        _, wall_s, result = grade_reference(worker, i)
+        walls.append(wall_s)
         waits.append(result["phases"].get("acquire_s"))
-        print(i, result["verdict"], round(walls[-1], 2), waits[-1])
+        print(i, result["verdict"], wall_s, waits[-1])
     worker.stdin.close()
     worker.wait()
     walls.sort()
-    print("warm", warm, "p50", round(walls[len(walls) // 2], 2), "max", round(walls[-1], 2),
+    print("warm", warm, "p50", walls[len(walls) // 2], "max", walls[-1],
           "acquire max", max(waits))
 
 

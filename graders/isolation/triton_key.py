@@ -103,7 +103,7 @@ def key_for(root: Path | None, work_out: Callable[[], str | None], cache: Path) 
     kept = cache / f"triton-key-{fingerprint(root)}.txt"
     try:
         key = kept.read_text()
-        if key and len(key) <= _MAX_KEY and key.isprintable():
+        if usable(key):
             return key
     except OSError:
         pass
@@ -111,6 +111,11 @@ def key_for(root: Path | None, work_out: Callable[[], str | None], cache: Path) 
     if key is not None:
         _keep(kept, key)
     return key
+
+
+def usable(key: str) -> bool:
+    """A key a runner takes (graders/runner/main.py ``adopt_triton_key`` checks the same)."""
+    return bool(key) and len(key) <= _MAX_KEY and key.isprintable()
 
 
 def _keep(path: Path, key: str) -> None:
@@ -139,7 +144,7 @@ def _work_out() -> str | None:
         log.info("Triton's key not worked out (%s): each runner hashes for itself", exc)
         return None
     key = proc.stdout.strip()
-    if proc.returncode != 0 or not key or len(key) > _MAX_KEY or not key.isprintable():
+    if proc.returncode != 0 or not usable(key):
         log.info("Triton's key not worked out: each runner hashes for itself (%s)",
                  proc.stderr.strip()[-300:])
         return None
