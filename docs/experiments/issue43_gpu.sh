@@ -3,6 +3,7 @@
 # goes. Usage on the device, from the repo root: bash docs/experiments/issue43_gpu.sh PART...
 # PART: captests | gputests | latency | lanes (lanes_cost.py: wall and CPU-s per grading by lanes) |
 #       cpu (cpu_breakdown.py: a grading's CPU-s by runners made, runners' work, the checker) |
+#       runnerstart (runner_start.py: one runner's CPU-s by step) |
 #       profile | loadN (N slots sharing the GPU, 2 copies of the mix; with
 #       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went; with
 #       HOST_CPU=1, host_cpu.py counts the host's CPU-seconds by kind) |
@@ -81,6 +82,9 @@ for part in "$@"; do
       [ -n "${CPU_SAMPLE:-}" ] && python3 docs/experiments/cpu_sampler.py --summary "$OUT/cpu$n"/p.*.json \
         > "$OUT/cpu${n}_summary.txt" 2>&1 && head -60 "$OUT/cpu${n}_summary.txt"; echo "load $n slots: rc $rc"; host_summary "$OUT/host_load$n.log"; grep -E "an hour|p50|spread|passing|hostile|mutant" "$OUT/load$n.log" | head -30
       [ -f "$OUT/load$n.json" ] && python3 docs/experiments/timing_probe.py "$OUT/load$n.json" | tee "$OUT/load${n}_probe.txt" ;;
+    runnerstart)  # runner_start.py: one runner's CPU-seconds by step (imports, warm, known answer)
+      timeout ${START_TIMEOUT:-120} python3 docs/experiments/runner_start.py --device cuda --repeat 4 2>&1 \
+        | grep -v " INFO " | tee "$OUT/runner_start.txt" ;;
     autogroup)
       timeout 120 python3 docs/experiments/autogroup_share.py --seconds 3 2>&1 | tee "$OUT/autogroup.txt" ;;
     disturbers)
