@@ -17,6 +17,7 @@ from conftest import REPO
 from test_grading import GOOD, SAFE_KERNEL
 
 from graders.engine.registry import get_exercise
+from graders.isolation import bytecode
 from graders.isolation.sandbox import Limits
 from graders.service.slots import Slot
 from graders.shared.vocabulary import Device, Verdict
@@ -286,6 +287,44 @@ raise RuntimeError(f"seed at {where}: {tried} read {open(where + '/KEY/kernel.cu
     assert "wrote" not in result.message and "read \"grader's\"" in result.message
     assert sorted(p.name for p in seed.rglob("*")) == ["KEY", "kernel.cubin"]
     assert (seed / "KEY" / "kernel.cubin").read_text() == "grader's"
+
+
+def test_the_graders_bytecode_is_read_by_the_runner_and_cannot_be_changed(slot, tmp_path):
+    """The runners' bytecode (graders.isolation.bytecode), compiled once by the grader, is
+    what the runner's Python imports torch from; a submission can neither change nor add
+    to it: every later runner, every student's, reads the same folder."""
+    bytecode.begin()
+    folder = bytecode.wait(timeout_s=300)
+    assert folder is not None
+    body = _indent("""
+import os, sys, torch
+where = sys.pycache_prefix or ""
+cached = torch.__spec__.cached or ""
+tried = []
+for act in (lambda: open(cached, "ab").write(b"x"),
+            lambda: os.remove(cached),
+            lambda: open(where + "/evil.pyc", "w").write("x"),
+            lambda: os.mkdir(where + "/NEW")):
+    try:
+        act()
+        tried.append("wrote")
+    except OSError as exc:
+        tried.append(type(exc).__name__)
+raise RuntimeError(f"bytecode at {where}: {tried}, torch's {os.path.exists(cached)} "
+                   f"under it {cached.startswith(where + '/')}")
+""")
+    path = tmp_path / "bytecode_attack.py"
+    path.write_text(_in_call(body))
+    torch_pyc = [p for p in folder.rglob("torch/__init__.*.pyc")]
+    assert torch_pyc, "the fill compiled torch's modules"
+    before = {p: p.stat().st_mtime_ns for p in torch_pyc}
+    result = slot.grade(get_exercise("safe_softmax"), path, timeout_s=LIMIT_S)
+    assert result.verdict is Verdict.RUNTIME_ERROR, result.message
+    assert "bytecode at /grader/bytecode:" in result.message, result.message
+    assert "wrote" not in result.message, result.message
+    assert "torch's True under it True" in result.message, result.message
+    assert not (folder / "evil.pyc").exists() and not (folder / "NEW").exists()
+    assert {p: p.stat().st_mtime_ns for p in torch_pyc} == before
 
 
 def test_a_kernel_that_sleeps_under_each_calls_budget_ends_at_the_runs_limit(

@@ -1,6 +1,7 @@
 """What making one runner costs the host, step by step, in CPU-seconds (issue 43).
 
     python3 docs/experiments/runner_start.py [--device cuda|cpu] [--repeat N] [--no-sandbox]
+                                             [--bytecode-only]
 
 Starts runners one after another as a slot does (graders/isolation/pool.py ``prepare``: the
 sandbox, hello, warm with Triton's key and the slot's seed cache, the known answer) and
@@ -8,6 +9,8 @@ reads, after each step, the CPU the runner's process tree has spent (its own pro
 user and system time, and their reaped children's: bwrap, the shim, ptxas). Then what a
 bare python spends importing numpy, torch and triton, and whether the installed torch ships
 its bytecode (a runner writes none: PYTHONDONTWRITEBYTECODE, a read-only environment).
+The runners run twice: as they were made before graders/isolation/bytecode.py, then reading
+the grader's compiled bytecode (its fill timed first); ``--bytecode-only``: the second alone.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from graders.isolation import triton_key  # noqa: E402
+from graders.isolation import bytecode, triton_key  # noqa: E402
 from graders.isolation.launch import start_runner  # noqa: E402
 from graders.isolation.pool import (CPU_SECONDS, KNOWN_SHAPE, PREPARE_TIMEOUT_S,  # noqa: E402
                                     RunnerPool, known_answer)
@@ -106,6 +109,7 @@ def main() -> None:
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--repeat", type=int, default=4)
     p.add_argument("--no-sandbox", action="store_true")
+    p.add_argument("--bytecode-only", action="store_true")
     args = p.parse_args()
     device = Device(args.device)
     launcher = default_launcher(sandbox=not args.no_sandbox,
@@ -117,7 +121,19 @@ def main() -> None:
         pool.close()
     triton_key.triton_key()
     print(bare_imports())
-    for i in range(args.repeat):
+    if not args.bytecode_only:
+        run_runners("without the grader's bytecode", device, launcher, args.repeat)
+    started = time.monotonic()
+    bytecode.begin()
+    where = bytecode.wait()
+    print(f"bytecode folder {where}, ready in {time.monotonic() - started:.1f} s")
+    if where is not None:
+        run_runners("with it", device, launcher, args.repeat)
+
+
+def run_runners(title: str, device: Device, launcher, repeat: int) -> None:
+    print(title)
+    for i in range(repeat):
         steps = one_runner(device, launcher)
         last, parts = 0.0, []
         for name, value in steps.items():
@@ -125,8 +141,7 @@ def main() -> None:
                 continue
             parts.append(f"{name} {value - last:.2f}")
             last = value
-        print(f"runner {i}: {last:.2f} CPU-s ({', '.join(parts)}), wall {steps['wall']:.2f} s")
-
+        print(f"  runner {i}: {last:.2f} CPU-s ({', '.join(parts)}), wall {steps['wall']:.2f} s")
 
 if __name__ == "__main__":
     main()

@@ -6,7 +6,9 @@
   of its own, a cgroup where there is one) and what ends it and everything it started;
 - ``session``: one runner driven request by request, each under a budget;
 - ``pool``: warm runners made ahead, and the GPU gate that keeps timing alone on a GPU;
-- ``seed_cache``: the known-answer kernels compiled once, shared read-only.
+- ``seed_cache``: the known-answer kernels compiled once, shared read-only;
+- ``bytecode``, ``triton_key``: what every runner would otherwise work out again (its
+  imports' bytecode, Triton's key), worked out once by the grader.
 
 May import: shared. Must never import: engine, service, runner (a runner is started by the
 command line in ``graders.shared.protocol.BOOT``, never imported). Who may import it: the

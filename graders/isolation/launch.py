@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Protocol
 
-from graders.isolation import gpu_memory, jobuids
+from graders.isolation import bytecode, gpu_memory, jobuids
 from graders.isolation.cgroups import JobCgroup, cgroups_disabled
 from graders.isolation.limits import Limits
 from graders.shared import autogroup, protocol
@@ -100,14 +100,20 @@ class RunnerJob:
     fds: tuple[int, int]
     workdir: Path
     env: dict[str, str]
+    # the grader's compiled bytecode for the runner's imports (graders.isolation.bytecode),
+    # once there is one: the launcher binds it and names it to the runner's Python
+    bytecode: Path | None = None
 
     @property
     def inbox(self) -> Path:
         """Where the submission is put once known; the runner reads it, never writes."""
         return self.workdir / "inbox"
 
-    def runner_argv(self, root: str) -> list[str]:
-        return [self.python, "-I", "-c", BOOT, root, "--device", self.device,
+    def runner_argv(self, root: str, bytecode: str | None = None) -> list[str]:
+        """``bytecode``: the folder the runner's Python reads compiled modules from, as the
+        runner sees it (None: beside each module, as Python does by default)."""
+        flags = ["-X", f"pycache_prefix={bytecode}"] if bytecode else []
+        return [self.python, "-I", *flags, "-c", BOOT, root, "--device", self.device,
                 "--fds", f"{self.fds[0]},{self.fds[1]}"]
 
 
@@ -492,7 +498,7 @@ def start_runner(device: str, timeout_s: float, launcher: Launcher,
     job = RunnerJob(
         python=python or sys.executable, device=device,
         fds=(to_runner_r, from_runner_w), workdir=Path(workdir.name),
-        env=runner_env(),
+        env=runner_env(), bytecode=bytecode.prefix(),
     )
     job.inbox.mkdir()
     os.chmod(job.workdir, 0o755)

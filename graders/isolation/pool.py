@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from graders.isolation import triton_key
+from graders.isolation import bytecode, triton_key
 from graders.isolation.gpu_memory import cap_env
 from graders.isolation.launch import Launcher, RunnerProcess, runner_env, start_runner
 from graders.isolation.seed_cache import make_seed_cache, remove_seed_cache
@@ -278,6 +278,8 @@ class RunnerPool:
 
     def fill(self) -> None:
         """Start preparing runners until ``warm`` are ready or being prepared."""
+        if self.warm:  # the runners' bytecode, compiled once (graders.isolation.bytecode)
+            bytecode.begin()
         if (self._seeding is None and self.warm and self.device is Device.CUDA
                 and hasattr(self.launcher, "seed_cache")):
             # only a slot that keeps runners ready gains: a one-shot grading would wait

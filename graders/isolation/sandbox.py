@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from graders.isolation import jobuids
+from graders.isolation.bytecode import SANDBOX_BYTECODE, SANDBOX_ROOT
 from graders.isolation.cgroups import cgroups_disabled, cgroups_usable
 from graders.isolation.gpu_memory import cap_env
 from graders.isolation.jobuids import JobUids
@@ -37,7 +38,8 @@ from graders.shared.gpuinfo import cuda_visible_devices
 from graders.shared.protocol import SEED_CACHE_ENV
 
 log = logging.getLogger(__name__)
-SANDBOX_ROOT = "/grader"  # the graders package, read-only
+# SANDBOX_ROOT: the graders package, read-only (named in graders.isolation.bytecode, which
+# compiles the runner's code as the sandbox names it)
 SANDBOX_INBOX = "/sandbox"  # the runner's inbox, read-only: the submission arrives here
 SANDBOX_TMP = "/tmp"
 SANDBOX_SEED_CACHE = f"{SANDBOX_ROOT}/seed-cache"  # the grader's own kernel, compiled (read-only)
@@ -197,7 +199,8 @@ class BwrapLauncher:
 
     def command(self, job: RunnerJob) -> tuple[list[str], dict[str, str]]:
         args, env = self.sandbox_args(job)
-        return args + job.runner_argv(SANDBOX_ROOT), env
+        bytecode = SANDBOX_BYTECODE if job.bytecode else None
+        return args + job.runner_argv(SANDBOX_ROOT, bytecode), env
 
     def sandbox_args(self, job: RunnerJob) -> tuple[list[str], dict[str, str]]:
         """The bubblewrap command up to the program it runs, and its environment."""
@@ -227,6 +230,8 @@ class BwrapLauncher:
         if self.seed_cache is not None:
             args += ["--ro-bind", str(self.seed_cache), SANDBOX_SEED_CACHE]
             env[SEED_CACHE_ENV] = SANDBOX_SEED_CACHE
+        if job.bytecode is not None:  # the grader's, read by every runner: never writable
+            args += ["--ro-bind", str(job.bytecode), SANDBOX_BYTECODE]
         return args, env
 
     def inbox_path(self, job: RunnerJob, filename: str) -> str:
@@ -258,7 +263,7 @@ class DirectLauncher:
             env.update(cap_env(self.limits.gpu_memory_bytes))
         if self.seed_cache is not None:
             env[SEED_CACHE_ENV] = str(self.seed_cache)
-        return job.runner_argv(str(REPO_ROOT)), env
+        return job.runner_argv(str(REPO_ROOT), str(job.bytecode) if job.bytecode else None), env
 
     def inbox_path(self, job: RunnerJob, filename: str) -> str:
         return str(job.inbox / filename)

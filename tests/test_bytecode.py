@@ -1,0 +1,71 @@
+"""The runners' bytecode folder (graders.isolation.bytecode): the grader's own, filled once
+for a Python and a toolchain, and refused where anybody else could have written it."""
+
+import os
+
+import pytest
+
+from graders.isolation import bytecode
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """bytecode's module state as in a new process, its folder under ``tmp_path``."""
+    monkeypatch.setattr(bytecode.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(bytecode, "_ready", [])
+    monkeypatch.setattr(bytecode, "_worker", [])
+    return tmp_path / f"graders-bytecode-{os.geteuid()}"
+
+
+def test_the_fill_runs_once_for_a_toolchain_and_again_when_it_changes(fresh, monkeypatch):
+    fills = []
+
+    def fill(where, repo):
+        fills.append(where)
+        return True
+
+    monkeypatch.setattr(bytecode, "_fill", fill)
+    monkeypatch.setattr(bytecode, "fingerprint", lambda repo: "toolchain A")
+    bytecode._make_ready()
+    assert bytecode.prefix() == fresh and fills == [fresh]
+
+    bytecode._ready.clear()  # a later process, the same toolchain: read, not filled
+    bytecode._make_ready()
+    assert bytecode.prefix() == fresh and fills == [fresh]
+
+    bytecode._ready.clear()  # an upgrade
+    monkeypatch.setattr(bytecode, "fingerprint", lambda repo: "toolchain B")
+    bytecode._make_ready()
+    assert bytecode.prefix() == fresh and len(fills) == 2
+
+
+def test_a_failed_fill_leaves_the_runners_without_it(fresh, monkeypatch):
+    monkeypatch.setattr(bytecode, "_fill", lambda where, repo: False)
+    bytecode._make_ready()
+    assert bytecode.prefix() is None and not (fresh / "filled").exists()
+
+
+@pytest.mark.parametrize("planted", ["group-writable folder", "symlink"])
+def test_a_folder_somebody_else_could_have_written_is_refused(fresh, tmp_path, monkeypatch,
+                                                              planted):
+    if planted == "symlink":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        fresh.symlink_to(elsewhere)
+    else:
+        fresh.mkdir()
+        fresh.chmod(0o777)
+    monkeypatch.setattr(bytecode, "_fill", lambda where, repo: pytest.fail("filled"))
+    assert bytecode.folder() is None
+    bytecode._make_ready()
+    assert bytecode.prefix() is None
+
+
+def test_the_fingerprint_follows_the_runners_code(tmp_path):
+    (tmp_path / "graders").mkdir()
+    module = tmp_path / "graders" / "runner.py"
+    module.write_text("A = 1\n")
+    before = bytecode.fingerprint(tmp_path)
+    assert bytecode.fingerprint(tmp_path) == before
+    module.write_text("A = 22\n")
+    assert bytecode.fingerprint(tmp_path) != before
