@@ -1,8 +1,6 @@
 """The runners' bytecode folder (graders.isolation.bytecode): the grader's own, filled once
 for a Python and a toolchain, and refused where anybody else could have written it."""
 
-import os
-
 import pytest
 
 from graders.isolation import bytecode
@@ -14,7 +12,9 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setattr(bytecode.tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr(bytecode, "_ready", [])
     monkeypatch.setattr(bytecode, "_worker", [])
-    return tmp_path / f"graders-bytecode-{os.geteuid()}"
+    made = bytecode.folder()  # its name (one a checkout and Python), then as if never made
+    made.rmdir()
+    return made
 
 
 def test_the_fill_runs_once_for_a_toolchain_and_again_when_it_changes(fresh, monkeypatch):

@@ -96,8 +96,12 @@ def wait(timeout_s: float | None = None) -> Path | None:
 
 def folder() -> Path | None:
     """The grader's own bytecode folder in the temporary folder, made if missing; None if a
-    folder of that name is not one only this user could have written."""
-    path = Path(tempfile.gettempdir()) / f"graders-bytecode-{os.geteuid()}"
+    folder of that name is not one only this user could have written. One a checkout and
+    Python: the runner's code of two checkouts is seen at the same path in the sandbox."""
+    from graders.shared.paths import REPO_ROOT
+
+    which = hashlib.sha256(f"{REPO_ROOT.resolve()}\0{sys.executable}".encode()).hexdigest()
+    path = Path(tempfile.gettempdir()) / f"graders-bytecode-{os.geteuid()}-{which[:12]}"
     try:
         path.mkdir(mode=0o755, exist_ok=True)
         st = os.lstat(path)
