@@ -1,6 +1,8 @@
 """The runners' bytecode folder (graders.isolation.bytecode): the grader's own, filled once
 for a Python and a toolchain, and refused where anybody else could have written it."""
 
+import shutil
+
 import pytest
 
 from graders.isolation import bytecode
@@ -69,3 +71,17 @@ def test_the_fingerprint_follows_the_runners_code(tmp_path):
     assert bytecode.fingerprint(tmp_path) == before
     module.write_text("A = 22\n")
     assert bytecode.fingerprint(tmp_path) != before
+
+
+def test_a_folder_removed_under_a_running_grader_is_filled_again(fresh, monkeypatch):
+    """A cleaner of the temporary folder may remove it while the grader runs: a runner told
+    to bind a folder that is gone would not start."""
+    fills = []
+    monkeypatch.setattr(bytecode, "_fill", lambda where, repo: fills.append(where) or True)
+    monkeypatch.setattr(bytecode, "fingerprint", lambda repo: "toolchain A")
+    bytecode.begin()
+    assert bytecode.wait(timeout_s=30) == fresh
+    shutil.rmtree(fresh)
+    assert bytecode.prefix() is None
+    bytecode.begin()
+    assert bytecode.wait(timeout_s=30) == fresh and len(fills) == 2

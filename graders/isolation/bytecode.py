@@ -74,7 +74,18 @@ _worker: list[threading.Thread] = []
 def prefix() -> Path | None:
     """The folder runners read their bytecode from, once it is filled; None before that
     (or where it cannot be): a runner then compiles what it imports, as before."""
-    return _ready[0] if _ready else None
+    with _lock:
+        if not _ready:
+            return None
+        where = _ready[0]
+        if (where / _MARK).is_file():
+            return where
+        # removed under a running grader (a cleaner of the temporary folder): a runner told
+        # to bind it would not start; the next ``begin()`` fills it again
+        _ready.clear()
+        _worker.clear()
+    log.warning("the runners' bytecode folder %s is gone: it is filled again", where)
+    return None
 
 
 def begin() -> None:
@@ -89,8 +100,10 @@ def begin() -> None:
 
 def wait(timeout_s: float | None = None) -> Path | None:
     """``prefix()``, after waiting for a fill under way (tests, tools)."""
-    if _worker:
-        _worker[0].join(timeout_s)
+    with _lock:
+        worker = _worker[0] if _worker else None
+    if worker is not None:
+        worker.join(timeout_s)
     return prefix()
 
 
