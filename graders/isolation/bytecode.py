@@ -22,6 +22,7 @@ and is refused if anybody else could have written it.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
 import logging
@@ -150,17 +151,22 @@ def _make_ready() -> None:
         return
     mark = where / _MARK
     want = fingerprint(REPO_ROOT)
-    try:
-        filled = mark.read_text() == want
-    except OSError:
-        filled = False
-    if not filled:
-        if not _fill(where, REPO_ROOT):
-            return
+    # one filler at a time: a server's slots are processes that start together, and each
+    # waits for the first one's fill instead of doing it again beside it
+    with open(where / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            mark.write_text(want)
-        except OSError as exc:
-            log.info("bytecode folder filled, not marked (%s): filled again next time", exc)
+            filled = mark.read_text() == want
+        except OSError:
+            filled = False
+        if not filled:
+            if not _fill(where, REPO_ROOT):
+                return
+            try:
+                mark.write_text(want)
+            except OSError as exc:
+                log.info("bytecode folder filled, not marked (%s): filled again next time",
+                         exc)
     with _lock:
         _ready.append(where)
 
