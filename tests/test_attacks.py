@@ -253,6 +253,20 @@ def test_runner_environment_holds_no_secrets(slot, tmp_path, monkeypatch):
     assert "SECRET" not in result.message and "'HOME': '/tmp'" in result.message
 
 
+# A submission's lines that try to overwrite and remove ``file``, write ``new`` and make a
+# folder beside it (in ``where``); ``tried`` lists what each did: "wrote" or the error's name
+_TRY_TO_CHANGE = """tried = []
+for act in (lambda: open({file}, "ab").write(b"x"),
+            lambda: os.remove({file}),
+            lambda: open({new}, "w").write("x"),
+            lambda: os.mkdir(where + "/NEW")):
+    try:
+        act()
+        tried.append("wrote")
+    except OSError as exc:
+        tried.append(type(exc).__name__)"""
+
+
 def test_the_seed_cache_is_read_only_and_the_runner_is_told_where(slot, tmp_path):
     """The grader's seed cache (graders.isolation.seed_cache) is bound into every runner: a
     submission may read it (it holds only the grader's own kernel) but can neither
@@ -263,16 +277,7 @@ def test_the_seed_cache_is_read_only_and_the_runner_is_told_where(slot, tmp_path
     body = _indent("""
 import os
 where = os.environ.get("GRADER_SEED_CACHE", "")
-tried = []
-for act in (lambda: open(where + "/KEY/kernel.cubin", "w").write("x"),
-            lambda: os.remove(where + "/KEY/kernel.cubin"),
-            lambda: open(where + "/evil", "w").write("x"),
-            lambda: os.mkdir(where + "/NEW")):
-    try:
-        act()
-        tried.append("wrote")
-    except OSError as exc:
-        tried.append(type(exc).__name__)
+""" + _TRY_TO_CHANGE.format(file='where + "/KEY/kernel.cubin"', new='where + "/evil"') + """
 raise RuntimeError(f"seed at {where}: {tried} read {open(where + '/KEY/kernel.cubin').read()!r}")
 """)
     path = tmp_path / "seed_attack.py"
@@ -300,16 +305,7 @@ def test_the_graders_bytecode_is_read_by_the_runner_and_cannot_be_changed(slot, 
 import os, sys, torch
 where = sys.pycache_prefix or ""
 cached = torch.__spec__.cached or ""
-tried = []
-for act in (lambda: open(cached, "ab").write(b"x"),
-            lambda: os.remove(cached),
-            lambda: open(where + "/evil.pyc", "w").write("x"),
-            lambda: os.mkdir(where + "/NEW")):
-    try:
-        act()
-        tried.append("wrote")
-    except OSError as exc:
-        tried.append(type(exc).__name__)
+""" + _TRY_TO_CHANGE.format(file="cached", new='where + "/evil.pyc"') + """
 raise RuntimeError(f"bytecode at {where}: {tried}, torch's {os.path.exists(cached)} "
                    f"under it {cached.startswith(where + '/')}")
 """)
