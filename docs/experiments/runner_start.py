@@ -121,12 +121,15 @@ def main() -> None:
         pool.close()
     triton_key.triton_key()
     print(bare_imports())
-    if not args.bytecode_only:
-        run_runners("without the grader's bytecode", device, launcher, args.repeat)
     started = time.monotonic()
-    bytecode.begin()
+    bytecode.begin()  # (the pool above began it too)
     where = bytecode.wait()
     print(f"bytecode folder {where}, ready in {time.monotonic() - started:.1f} s")
+    if not args.bytecode_only:  # runners made as before it
+        ready = bytecode.prefix
+        bytecode.prefix = lambda: None
+        run_runners("without the grader's bytecode", device, launcher, args.repeat)
+        bytecode.prefix = ready
     if where is not None:
         run_runners("with it", device, launcher, args.repeat)
 
