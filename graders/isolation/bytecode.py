@@ -1,13 +1,11 @@
 """The runners' Python bytecode, compiled once by the grader and read by every runner.
 
 A runner may not write bytecode: its Python environment is bound read-only into the sandbox
-(and with ``-I`` it ignores PYTHONDONTWRITEBYTECODE either way). Where the installed packages
-ship their ``.pyc`` files that costs nothing; where they do not, every runner compiles each
-module it imports from source, again. The H100 image the issue-43 benches ran on had 680 of
-torch's 2,141 modules compiled: a bare ``import numpy, torch, triton`` there cost 3.4
-CPU-seconds, and making one runner 4.3-5.0 (docs/benchmarks.md, sixteenth session), two
-runners a grading. On this CI machine a torch with no bytecode imports in 7.4 CPU-s, with it
-in 2-3.
+(and with ``-I`` it ignores PYTHONDONTWRITEBYTECODE either way). So each runner compiled, from
+source, every module it imported that had no bytecode beside it: always the runner's own
+modules (no grader process imports them), and on the benches' GPU image whatever torch
+ships none for (680 ``.pyc`` files for 2,141 modules). Measured on the H200: 0.3 CPU-s of a
+runner's ~5 to make; on the CI machine 0.5 of ~3 (docs/benchmarks.md, sixteenth session).
 
 So a grader that keeps runners warm compiles, once, the modules a runner imports (numpy,
 torch, triton, the runner's own code) into a folder of its own, with Python's
