@@ -63,6 +63,15 @@ def test_a_folder_somebody_else_could_have_written_is_refused(fresh, tmp_path, m
     assert bytecode.prefix() is None
 
 
+def test_a_folder_made_under_a_strict_umask_is_opened_to_the_job_uids(fresh):
+    """Runners run as job uids of their own on a host without cgroups: a folder they
+    cannot enter would keep every runner from starting (bwrap binds it)."""
+    fresh.mkdir(mode=0o700)
+    fresh.chmod(0o700)
+    assert bytecode.folder() == fresh
+    assert fresh.stat().st_mode & 0o777 == 0o755
+
+
 def test_the_fingerprint_follows_the_runners_code(tmp_path):
     (tmp_path / "graders").mkdir()
     module = tmp_path / "graders" / "runner.py"

@@ -124,6 +124,8 @@ def folder() -> Path | None:
         log.warning("%s is not the grader's own folder (owner %d, mode %o): runners compile "
                     "what they import", path, st.st_uid, stat.S_IMODE(st.st_mode))
         return None
+    if stat.S_IMODE(st.st_mode) != 0o755:  # a umask of 077 made it: job uids must enter it
+        path.chmod(0o755)
     return path
 
 
