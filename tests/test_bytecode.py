@@ -2,10 +2,13 @@
 for a Python and a toolchain, and refused where anybody else could have written it."""
 
 import shutil
+import sys
 
 import pytest
 
 from graders.isolation import bytecode
+from graders.isolation.launch import RunnerJob
+from graders.isolation.sandbox import BwrapLauncher, DirectLauncher
 
 
 @pytest.fixture
@@ -94,3 +97,18 @@ def test_a_folder_removed_under_a_running_grader_is_filled_again(fresh, monkeypa
     assert bytecode.prefix() is None
     bytecode.begin()
     assert bytecode.wait(timeout_s=30) == fresh and len(fills) == 2
+
+
+def test_only_a_sandboxed_runner_is_given_the_folder_and_only_to_read(tmp_path):
+    """A runner without the sandbox runs as the grader's own user: given the folder, it
+    could write into it what every sandboxed runner imports next."""
+    job = RunnerJob(python=sys.executable, device="cpu", fds=(0, 1), workdir=tmp_path,
+                    env={}, bytecode=tmp_path / "bytecode")
+    job.inbox.mkdir()
+    direct, _ = DirectLauncher().command(job)
+    assert not any("pycache_prefix" in arg for arg in direct)
+    sandboxed, _ = BwrapLauncher().command(job)
+    assert f"pycache_prefix={bytecode.SANDBOX_BYTECODE}" in sandboxed
+    at = sandboxed.index(str(tmp_path / "bytecode"))
+    assert sandboxed[at - 1:at + 2] == ["--ro-bind", str(tmp_path / "bytecode"),
+                                        bytecode.SANDBOX_BYTECODE]

@@ -10,8 +10,9 @@ runner's ~5 to make; on the CI machine 0.5 of ~3 (docs/benchmarks.md, sixteenth 
 So a grader that keeps runners warm compiles, once, the modules a runner imports (numpy,
 torch, triton, the runner's own code) into a folder of its own, with Python's
 ``pycache_prefix`` layout (the bytecode of ``/a/b.py`` is ``PREFIX/a/b.cpython-3XY.pyc``), and
-each runner started after that reads it: ``-X pycache_prefix`` names the folder, bound
-read-only into the sandbox. Python checks each file's bytecode against its source (size and
+each sandboxed runner started after that reads it: ``-X pycache_prefix`` names the folder,
+bound read-only (a runner without the sandbox runs as the grader's own user, could write
+into it, and is never given it). Python checks each file's bytecode against its source (size and
 modification time) before using it, so bytecode left from an earlier install costs only a
 compile in memory, never a wrong module. The folder is the grader's own, in the system's
 temporary folder where every job uid can read it (a home folder often cannot be entered),
@@ -108,8 +109,8 @@ def wait(timeout_s: float | None = None) -> Path | None:
 
 def folder() -> Path | None:
     """The grader's own bytecode folder in the temporary folder, made if missing; None if a
-    folder of that name is not one only this user could have written. One a checkout and
-    Python: the runner's code of two checkouts is seen at the same path in the sandbox."""
+    folder of that name is not one only this user could have written. One for each
+    checkout and Python: two checkouts' runner code is seen at one path in the sandbox."""
     from graders.shared.paths import REPO_ROOT
 
     which = hashlib.sha256(f"{REPO_ROOT.resolve()}\0{sys.executable}".encode()).hexdigest()

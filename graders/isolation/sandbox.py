@@ -263,7 +263,9 @@ class DirectLauncher:
             env.update(cap_env(self.limits.gpu_memory_bytes))
         if self.seed_cache is not None:
             env[SEED_CACHE_ENV] = str(self.seed_cache)
-        return job.runner_argv(str(REPO_ROOT), str(job.bytecode) if job.bytecode else None), env
+        # never the grader's bytecode folder: this runner runs as the grader's own user and
+        # could write into it what every sandboxed runner then imports
+        return job.runner_argv(str(REPO_ROOT)), env
 
     def inbox_path(self, job: RunnerJob, filename: str) -> str:
         return str(job.inbox / filename)
