@@ -27,8 +27,11 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_breakdown import cpu_of  # noqa: E402
 
 from graders.isolation import bytecode, triton_key  # noqa: E402
+from graders.isolation.jobuids import descendants_of  # noqa: E402
 from graders.isolation.launch import start_runner  # noqa: E402
 from graders.isolation.pool import (CPU_SECONDS, KNOWN_SHAPE, PREPARE_TIMEOUT_S,  # noqa: E402
                                     RunnerPool, known_answer)
@@ -36,35 +39,9 @@ from graders.isolation.sandbox import default_launcher  # noqa: E402
 from graders.isolation.session import Session  # noqa: E402
 from graders.shared.vocabulary import Device  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2:].split()  # fields from the state on
-
-
 def tree_cpu(root: int) -> float:
     """CPU-seconds of ``root`` and its live descendants, with their reaped children's."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat(int(entry))):
-            parents[int(entry)] = int(fields[1])
-    tree, grew = {root}, True
-    while grew:
-        grew = False
-        for pid, ppid in parents.items():
-            if ppid in tree and pid not in tree:
-                tree.add(pid)
-                grew = True
-    total = 0
-    for pid in tree:
-        if fields := _stat(pid):  # utime stime cutime cstime: fields 14-17, here 11-14
-            total += sum(int(v) for v in fields[11:15])
-    return total / TICK
+    return sum(sum(cpu) for pid in descendants_of(root) if (cpu := cpu_of(pid)))
 
 
 def one_runner(device: Device, launcher) -> dict[str, float]:

@@ -33,6 +33,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from graders.isolation import triton_key
+
 log = logging.getLogger(__name__)
 
 SANDBOX_ROOT = "/grader"  # where a sandbox binds the graders package (graders.isolation.sandbox)
@@ -138,9 +140,7 @@ def fingerprint(repo: Path) -> str:
             digest.update(f"{package} {importlib.metadata.version(package)}\n".encode())
         except importlib.metadata.PackageNotFoundError:
             digest.update(f"{package} -\n".encode())
-    for source in sorted((repo / "graders").rglob("*.py")):
-        st = source.stat()
-        digest.update(f"{source.relative_to(repo)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    digest.update(triton_key.fingerprint(repo / "graders").encode())  # every file's stat
     return digest.hexdigest()
 
 
