@@ -95,7 +95,14 @@ def test_a_thousand_slow_bodies_at_once_leave_health_answering_another_client(tm
     attacker and the sampler run at one priority above the rest of the machine, so the
     other pytest process's work is not what this measures. There, without turns and the
     frozen heap (server/core/fairness.py, server/__main__.py), health took 580-610 ms at worst;
-    with them 190-320 ms (170-270 ms beside two busy loops at the usual priority)."""
+    with them 190-320 ms (170-270 ms beside two busy loops at the usual priority).
+
+    The bound is the issue's second. It was 0.5 s, between the two, until the same box ran
+    about twice as slow (2026-12) and the server with its turns took 560-700 ms: a bound
+    that tells them apart on one machine's speed fails a right server on another's. First
+    come, first served (the regression this guards) took 1.2-1.8 s on the fast box; the
+    turns' order and the frozen heap are held apart from speed by the tests below and
+    test_python_m_server_freezes_what_it_built_before_it_serves."""
     port = free_port()
     body_timeout_s = 3
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite'}",
@@ -122,7 +129,7 @@ def test_a_thousand_slow_bodies_at_once_leave_health_answering_another_client(tm
         print(f"\n1,000 slow bodies at once: /api/health from another address in "
               f"{worst * 1000:.0f} ms at worst over {len(samples)} samples")
         assert all(status == 200 for _, status in samples), samples
-        assert worst < 0.5
+        assert worst < 1.0
         # each is answered: the address's budget in flight waits for its body's 408, the
         # rest are refused at once (issue 39)
         cut_off, refused = map(int, attacker.stdout.split())
@@ -130,6 +137,32 @@ def test_a_thousand_slow_bodies_at_once_leave_health_answering_another_client(tm
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_python_m_server_freezes_what_it_built_before_it_serves(tmp_path, monkeypatch):
+    """The frozen heap half of item 11: by the time uvicorn serves, what `python -m server`
+    imported and built is out of the collector's sight (a full collection walked it all
+    and paused every client for 290-310 ms)."""
+    import gc
+
+    import uvicorn
+
+    import server.__main__ as entry
+
+    frozen_when_served: list[int] = []
+    monkeypatch.setattr(uvicorn.Server, "run",
+                        lambda self, *a, **k: frozen_when_served.append(gc.get_freeze_count()))
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'db.sqlite'}")
+    monkeypatch.setenv("ADMIN_TOKEN", "freeze-check-admin-token-0123")
+    monkeypatch.setenv("GRADER_DEVICE", "cpu")
+    monkeypatch.setenv("GRADER_COMMAND", f"{sys.executable} {REPO / 'tests' / 'fake_grader.py'}")
+    monkeypatch.setattr(sys, "argv", ["server", "--port", str(free_port())])
+    gc.unfreeze()
+    try:
+        entry.main()
+    finally:
+        gc.unfreeze()
+    assert len(frozen_when_served) == 1 and frozen_when_served[0] > 10_000, frozen_when_served
 
 
 def _wait_for_health(port: int) -> None:
