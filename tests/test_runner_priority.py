@@ -9,19 +9,26 @@ import pytest
 
 from graders.isolation import TIMING_NICE, RunnerPool, default_launcher
 from graders.isolation.jobuids import descendants_of
-from graders.isolation.launch import RUNNER_NICE
+from graders.isolation import pool as pool_module
+from graders.isolation.launch import AHEAD_NICE, RUNNER_NICE, can_raise_priority
 from graders.shared import autogroup
 from graders.shared.vocabulary import Device
 
 
 def _priorities(process) -> dict[int, int]:
+    """The nice of every thread of the runner's processes (a nice is a thread's own)."""
     pids = process._job_pids() if process.cgroup else descendants_of(process.proc.pid)
     found = {}
     for pid in pids:
         try:
-            found[pid] = os.getpriority(os.PRIO_PROCESS, pid)
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         except OSError:  # gone meanwhile
-            pass
+            continue
+        for tid in tids:
+            try:
+                found[tid] = os.getpriority(os.PRIO_PROCESS, tid)
+            except OSError:
+                pass
     return found
 
 
@@ -104,3 +111,86 @@ def test_a_runner_keeps_asking_for_its_groups_nice_while_the_kernel_says_wait(mo
     tries["n"] = 0
     assert not autogroup.set_nice("self", 10)  # the trusted side's calls stop at 2 s
     assert tries["n"] == autogroup.RETRIES + 1
+
+
+def _start_and_look(seen: list, wait_s: float = 1.0):
+    """``start_runner`` as the pool calls it, noting the runner's priorities a moment into
+    its start (its torch import)."""
+    real = pool_module.start_runner
+
+    def start_runner(*args, **kwargs):
+        process = real(*args, **kwargs)
+        import threading
+        import time
+        time.sleep(wait_s)
+        seen.append((threading.current_thread().name, _priorities(process)))
+        return process
+    return start_runner
+
+
+@pytest.mark.skipif(not can_raise_priority(), reason="raising a priority needs CAP_SYS_NICE")
+def test_a_runner_made_ahead_imports_below_the_graders_and_is_raised_before_the_gpu(
+        monkeypatch):
+    """At a burst's start the runners made to replace those taken (3.5 CPU-s each) ran at
+    the nice of the runners checking, and the first gradings' checks took 2.5x as long.
+    A pool now makes them at AHEAD_NICE, and raises each to RUNNER_NICE, its session's
+    group too, before its first GPU work: a timing waits at the gate for whoever is past it,
+    and a runner at nice 19 there would hold it up."""
+    seen: list = []
+    monkeypatch.setattr(pool_module, "start_runner", _start_and_look(seen))
+    pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=1)
+    assert pool.ahead_nice == AHEAD_NICE > RUNNER_NICE
+    pool.fill()
+    try:
+        assert pool.first_ready() == ""
+        ready = pool.take_ready()
+        made_ahead = [found for thread, found in seen if thread == "runner-prep"]
+        assert made_ahead and made_ahead[0] and set(made_ahead[0].values()) == {AHEAD_NICE}
+        now = _priorities(ready.process)
+        assert now and set(now.values()) == {RUNNER_NICE}, now
+        groups = _runner_groups(ready.process)
+        assert set(groups.values()) <= {RUNNER_NICE, None}, groups
+        ready.process.close()
+        # a runner made on the spot, for a grading waiting on it, is never made below
+        spot = pool_module.prepare(Device.CPU, pool.launcher)
+        on_the_spot = [found for thread, found in seen if thread == "MainThread"]
+        assert on_the_spot and set(on_the_spot[0].values()) == {RUNNER_NICE}, seen
+        spot.process.close()
+    finally:
+        pool.close()
+
+
+def test_where_a_runner_cannot_be_raised_again_the_pool_makes_it_at_the_runners_nice(
+        monkeypatch):
+    monkeypatch.setattr(pool_module, "can_raise_priority", lambda: False)
+    pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=1)
+    assert pool.ahead_nice == RUNNER_NICE
+    pool.close()
+
+
+def test_a_runner_raised_while_its_own_group_change_waits_keeps_the_raise(monkeypatch):
+    """The runner's own thread puts its session group at its nice, and unprivileged it may
+    wait seconds for the kernel's turn; the grader raises a runner made ahead meanwhile. The
+    thread reads its nice at each try, and does not put the group back to 19."""
+    import errno
+
+    state = {"nice": AHEAD_NICE, "group": 0, "tries": 0, "writes": []}
+
+    def write(fd, data):
+        state["tries"] += 1
+        if state["tries"] == 3:  # the grader raises it (process and group) meanwhile
+            state["nice"] = state["group"] = RUNNER_NICE
+        if state["tries"] <= 5:
+            raise OSError(errno.EAGAIN, "try again")
+        state["writes"].append(int(data))
+        state["group"] = int(data)
+        return len(data)
+
+    monkeypatch.setattr(autogroup, "nice_of", lambda pid="self": state["group"])
+    monkeypatch.setattr(autogroup.os, "getpriority", lambda which, who: state["nice"])
+    monkeypatch.setattr(autogroup.os, "open", lambda path, flags: 99)
+    monkeypatch.setattr(autogroup.os, "close", lambda fd: None)
+    monkeypatch.setattr(autogroup.os, "write", write)
+    monkeypatch.setattr(autogroup.time, "sleep", lambda s: None)
+    assert autogroup.follow_own_nice()
+    assert state["group"] == RUNNER_NICE and state["writes"] == [], state

@@ -53,6 +53,15 @@ _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "NCCL_NVLS_ENAB
 # 1.3 s, and the whole GPU waited for it (docs/benchmarks.md, issue 43).
 RUNNER_NICE = 10
 TIMING_NICE = 0
+# A runner a pool makes ahead, until its imports are done: below every runner that grades.
+# At a burst's start on the H200 the four slots' first gradings took 13 warm runners at
+# once, and their 13 replacements (3.5 CPU-seconds each, mostly importing torch) were made
+# at RUNNER_NICE beside those gradings' checks: the checks took 7.3-7.6 s against 2.2-2.9 s
+# back to back, and three references went past 10 s (docs/benchmarks.md, issue 43). A
+# runner is raised to RUNNER_NICE before its first GPU work (``pool.prepare``), so that it
+# never holds the GPU's gate at this priority while a timing waits for it; where it cannot
+# be raised (no CAP_SYS_NICE) runners are made at RUNNER_NICE, as before.
+AHEAD_NICE = 19
 # The grader's own threads that check (each lane's inputs, float64 references, judging) and
 # judge timed rows: behind the runner that times, ahead of the compiles. On the H100 with 6
 # slots (load 25 on 16 cores) the timing runner's host took 54 ms to queue a call it queues
@@ -71,11 +80,37 @@ def lower_this_thread(nice: int) -> None:
     except OSError:
         pass
 
-# Runs between the launcher and the runner: joins the cgroup, sets rlimits and its priority,
-# becomes the job's own uid where there is one (graders/isolation/jobuids.py), execs.
-_SHIM = (
+CAP_SYS_NICE = 23  # linux/capability.h
+
+
+def can_raise_priority() -> bool:
+    """Whether this process may give another process a lower nice than it has (a runner
+    made at AHEAD_NICE back to RUNNER_NICE, the timing runner to TIMING_NICE): root with
+    CAP_SYS_NICE in its effective set (a container's root may lack it)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_SYS_NICE & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def _threads_of(pid: int) -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return [pid]
+
+
+def _shim(nice: int) -> str:
+    """Runs between the launcher and the runner: joins the cgroup, sets rlimits and its
+    priority, becomes the job's own uid where there is one (graders/isolation/jobuids.py),
+    execs."""
+    return (
     "import os, resource, sys\n"
-    f"os.setpriority(os.PRIO_PROCESS, 0, {RUNNER_NICE})\n"
+    f"os.setpriority(os.PRIO_PROCESS, 0, {int(nice)})\n"
     "n = int(sys.argv[1]); files = sys.argv[2:2 + n]; limits = sys.argv[2 + n]\n"
     "uid = sys.argv[3 + n]\n"
     "for f in files:\n"
@@ -88,7 +123,10 @@ _SHIM = (
     "if uid:\n"
     "    u = int(uid); os.setgroups([]); os.setresgid(u, u, u); os.setresuid(u, u, u)\n"
     "os.execvp(sys.argv[4 + n], sys.argv[4 + n:])\n"
-)
+    )
+
+
+_SHIM = _shim(RUNNER_NICE)
 
 
 @dataclass
@@ -320,7 +358,13 @@ class RunnerProcess:
                 pids = set(self._job_pids() if self.cgroup else
                            jobuids.descendants_of(self.proc.pid))
                 for pid in pids:
-                    os.setpriority(os.PRIO_PROCESS, pid, nice)
+                    # a nice is a thread's own: each of the process's threads (torch's
+                    # pools, the runner's own), not only the one its pid names
+                    for tid in _threads_of(pid):
+                        try:
+                            os.setpriority(os.PRIO_PROCESS, tid, nice)
+                        except ProcessLookupError:
+                            pass  # ended meanwhile
         except OSError:
             return False
         # and their sessions' groups, where the kernel shares the CPU by session first
@@ -488,9 +532,9 @@ def runner_env() -> dict[str, str]:
 
 
 def start_runner(device: str, timeout_s: float, launcher: Launcher,
-                 python: str | None = None) -> RunnerProcess:
+                 python: str | None = None, nice: int = RUNNER_NICE) -> RunnerProcess:
     """Start a runner for one submission, not yet known. ``timeout_s`` bounds its CPU
-    time (RLIMIT_CPU); its wall clock starts with ``arm``."""
+    time (RLIMIT_CPU); its wall clock starts with ``arm``; it starts at ``nice``."""
     limits = launcher.limits
     workdir = tempfile.TemporaryDirectory(prefix="graders-run-")
     to_runner_r, to_runner_w = os.pipe()
@@ -509,7 +553,7 @@ def start_runner(device: str, timeout_s: float, launcher: Launcher,
     uids = getattr(launcher, "job_uids", None)
     job_uid = uids.acquire() if cgroup is None and uids is not None else None
     procs = cgroup.procs_files if cgroup else []
-    shim = [sys.executable, "-I", "-c", _SHIM, str(len(procs)), *procs,
+    shim = [sys.executable, "-I", "-c", _shim(nice), str(len(procs)), *procs,
             _rlimits(limits, timeout_s, device, cgroup is not None, job_uid),
             "" if job_uid is None else str(job_uid)]
     try:

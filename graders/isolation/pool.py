@@ -28,7 +28,8 @@ import numpy as np
 
 from graders.isolation import bytecode, triton_key
 from graders.isolation.gpu_memory import cap_env
-from graders.isolation.launch import Launcher, RunnerProcess, runner_env, start_runner
+from graders.isolation.launch import (AHEAD_NICE, RUNNER_NICE, Launcher, RunnerProcess,
+                                      can_raise_priority, runner_env, start_runner)
 from graders.isolation.seed_cache import make_seed_cache, remove_seed_cache
 from graders.isolation.session import RunStopped, Session
 from graders.shared.arrays import from_f64
@@ -184,13 +185,16 @@ def known_answer(session: Session, rng: np.random.Generator) -> dict[str, Any]:
     return capped if isinstance(capped, dict) else {}
 
 
-def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> ReadyRunner:
+def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None,
+            nice: int = RUNNER_NICE) -> ReadyRunner:
     """Start a runner and prove its toolchain; raises RunStopped(grader_error) if it can't.
-    Its first GPU work (the CUDA context, the known-answer kernel) passes ``gate``."""
+    Its first GPU work (the CUDA context, the known-answer kernel) passes ``gate``. It
+    starts and imports at ``nice`` (a pool's, made ahead: AHEAD_NICE), and is raised to
+    RUNNER_NICE before that GPU work: a timing waits at the gate for whoever is past it."""
     started = time.monotonic()
     triton_key.begin()  # Triton's key is worked out (or read back) while the runner starts
     try:
-        runner = start_runner(device.value, CPU_SECONDS, launcher)
+        runner = start_runner(device.value, CPU_SECONDS, launcher, nice=nice)
     except OSError as exc:
         raise RunStopped(Verdict.GRADER_ERROR, f"could not start the runner: {exc}") from None
     runner.arm(PREPARE_TIMEOUT_S)
@@ -207,6 +211,9 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None) -> 
             log.warning("the known-answer kernel did not compile ahead (it compiles at its "
                         "launch instead): %s", warmed["compile_ahead"])
         warm_s = time.monotonic() - started - hello_s
+        if nice != RUNNER_NICE and not runner.set_priority(RUNNER_NICE):
+            log.warning("a runner made at nice %d could not be raised to %d: it grades "
+                        "behind the others", nice, RUNNER_NICE)
         # only the first GPU work (the CUDA context, one small launch) waits for a timing
         with gate.shared() if gate else nullcontext():
             gated = time.monotonic()
@@ -256,6 +263,9 @@ class RunnerPool:
         self._last_failure = ""
         self._cond = threading.Condition()
         self._seeding: threading.Thread | None = None
+        # runners made ahead import below every runner that grades (launch.AHEAD_NICE),
+        # where they can be raised again before they touch the GPU
+        self.ahead_nice = AHEAD_NICE if can_raise_priority() else RUNNER_NICE
 
     def _seed(self) -> None:
         """Make the slot's seed cache (graders.isolation.seed_cache); runners started from then on
@@ -296,7 +306,7 @@ class RunnerPool:
     def _prepare_one(self) -> None:
         ready = None
         try:
-            ready = prepare(self.device, self.launcher, self.gpu_gate)
+            ready = prepare(self.device, self.launcher, self.gpu_gate, nice=self.ahead_nice)
         except RunStopped as stop:
             log.error("a warm runner failed to start: %s", stop.message)
             self._last_failure = stop.message

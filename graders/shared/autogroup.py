@@ -77,8 +77,14 @@ def follow_own_nice() -> bool:
     """Give this process's session group the process's own nice, where that is lower
     priority than the group has: what a process in a session of its own calls first, so
     that the nice it was started at orders it against other sessions too."""
-    mine = os.getpriority(os.PRIO_PROCESS, 0)
-    group = nice_of("self")
-    if group is None or group >= mine:
-        return True
-    return set_nice("self", mine, retries=FOLLOW_RETRIES)
+    for _ in range(FOLLOW_RETRIES + 1):
+        # read again at each try: a runner made ahead at a low priority is raised by the
+        # grader (its nice and its group's) while this may still be waiting its turn, and
+        # must not put its group back where it started
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        group = nice_of("self")
+        if group is None or group >= mine:
+            return True
+        if set_nice("self", mine, retries=0):
+            return True
+    return False
