@@ -162,10 +162,17 @@ def test_a_runner_made_ahead_imports_below_the_graders_and_is_raised_before_the_
 
 def test_where_a_runner_cannot_be_raised_again_the_pool_makes_it_at_the_runners_nice(
         monkeypatch):
-    monkeypatch.setattr(pool_module, "can_raise_priority", lambda: False)
+    from graders.isolation import launch
+
+    monkeypatch.setattr(launch, "can_raise_priority", lambda: False)
     pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=1)
     assert pool.ahead_nice == RUNNER_NICE
     pool.close()
+    monkeypatch.setattr(launch, "can_raise_priority", lambda: True)
+    for given, made_at in (("", AHEAD_NICE), ("10", RUNNER_NICE), ("15", 15), ("-5", RUNNER_NICE),
+                           ("junk", AHEAD_NICE)):
+        monkeypatch.setenv("GRADERS_AHEAD_NICE", given)
+        assert launch.ahead_nice() == made_at, given
 
 
 def test_a_runner_raised_while_its_own_group_change_waits_keeps_the_raise(monkeypatch):

@@ -97,6 +97,19 @@ def can_raise_priority() -> bool:
     return False
 
 
+def ahead_nice() -> int:
+    """The nice a pool makes its runners at until they are raised: AHEAD_NICE, or an
+    operator's ``GRADERS_AHEAD_NICE`` (RUNNER_NICE to 19; RUNNER_NICE makes them as
+    before); RUNNER_NICE where they could not be raised again."""
+    if not can_raise_priority():
+        return RUNNER_NICE
+    try:
+        wanted = int(os.environ.get("GRADERS_AHEAD_NICE", AHEAD_NICE))
+    except ValueError:
+        wanted = AHEAD_NICE
+    return min(19, max(RUNNER_NICE, wanted))
+
+
 def _threads_of(pid: int) -> list[int]:
     try:
         return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]

@@ -28,8 +28,8 @@ import numpy as np
 
 from graders.isolation import bytecode, triton_key
 from graders.isolation.gpu_memory import cap_env
-from graders.isolation.launch import (AHEAD_NICE, RUNNER_NICE, Launcher, RunnerProcess,
-                                      can_raise_priority, runner_env, start_runner)
+from graders.isolation.launch import (RUNNER_NICE, Launcher, RunnerProcess, ahead_nice,
+                                      runner_env, start_runner)
 from graders.isolation.seed_cache import make_seed_cache, remove_seed_cache
 from graders.isolation.session import RunStopped, Session
 from graders.shared.arrays import from_f64
@@ -265,7 +265,7 @@ class RunnerPool:
         self._seeding: threading.Thread | None = None
         # runners made ahead import below every runner that grades (launch.AHEAD_NICE),
         # where they can be raised again before they touch the GPU
-        self.ahead_nice = AHEAD_NICE if can_raise_priority() else RUNNER_NICE
+        self.ahead_nice = ahead_nice()
 
     def _seed(self) -> None:
         """Make the slot's seed cache (graders.isolation.seed_cache); runners started from then on
