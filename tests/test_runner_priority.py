@@ -13,6 +13,7 @@ from graders.isolation import pool as pool_module
 from graders.isolation.launch import AHEAD_NICE, RUNNER_NICE, can_raise_priority
 from graders.shared import autogroup
 from graders.shared.vocabulary import Device
+from services import until
 
 
 def _priorities(process) -> dict[int, int]:
@@ -201,3 +202,63 @@ def test_a_runner_raised_while_its_own_group_change_waits_keeps_the_raise(monkey
     monkeypatch.setattr(autogroup.time, "sleep", lambda s: None)
     assert autogroup.follow_own_nice()
     assert state["group"] == RUNNER_NICE and state["writes"] == [], state
+
+
+def test_a_pool_makes_runners_ahead_below_only_while_it_holds_a_gradings_worth(monkeypatch):
+    """Below the runners' nice only while the pool still holds one grading's runners
+    (``reserve``); once fewer are ready, the ones still being made are raised and the next
+    are made at the runners' nice: the next grading waits for them. (On the 2-core box,
+    every runner made at 19 left a grading in 22 starting its own on the spot, 3 s.)"""
+    import threading
+
+    made: list[int] = []
+    raised: list[int] = []
+    release = threading.Semaphore(0)
+
+    class Process:
+        def __init__(self, number):
+            self.number = number
+
+        def set_priority(self, nice):
+            raised.append(self.number)
+            return True
+
+        def close(self):
+            pass
+
+    def fake_prepare(device, launcher, gate=None, nice=RUNNER_NICE, on_started=None):
+        process = Process(len(made))
+        made.append(nice)
+        on_started(process)
+        release.acquire()
+        return pool_module.ReadyRunner(process, {}, 0.0)
+
+    monkeypatch.setattr(pool_module, "prepare", fake_prepare)
+    monkeypatch.setattr(pool_module.bytecode, "begin", lambda: None)
+    pool = RunnerPool(Device.CPU, default_launcher(sandbox=False), warm=4)
+    pool.ahead_nice = AHEAD_NICE
+    assert pool.reserve == 2
+
+    def settle(ready: int) -> None:
+        assert until(lambda: pool.ready_count == ready, 10), pool.ready_count
+
+    def started(count: int) -> None:
+        assert until(lambda: len(made) == count, 10), made
+
+    pool.fill()
+    started(4)
+    for _ in range(4):
+        release.release()
+    settle(4)
+    assert made == [RUNNER_NICE] * 4  # an empty pool's first runners are wanted soon
+    pool.take_ready()  # 3 left: its replacement is made below
+    pool.take_ready()  # 2 left: still one grading's worth
+    started(6)
+    assert made[4:] == [AHEAD_NICE, AHEAD_NICE] and raised == []
+    pool.take_ready()  # 1 left: the two being made are wanted now, and so is the next
+    started(7)
+    assert sorted(raised) == [4, 5] and made[6] == RUNNER_NICE
+    for _ in range(3):
+        release.release()
+    settle(4)
+    pool.close()

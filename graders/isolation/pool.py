@@ -22,7 +22,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -186,7 +186,8 @@ def known_answer(session: Session, rng: np.random.Generator) -> dict[str, Any]:
 
 
 def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None,
-            nice: int = RUNNER_NICE) -> ReadyRunner:
+            nice: int = RUNNER_NICE,
+            on_started: Callable[[RunnerProcess], None] | None = None) -> ReadyRunner:
     """Start a runner and prove its toolchain; raises RunStopped(grader_error) if it can't.
     Its first GPU work (the CUDA context, the known-answer kernel) passes ``gate``. It
     starts and imports at ``nice`` (a pool's, made ahead: AHEAD_NICE), and is raised to
@@ -197,6 +198,8 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None,
         runner = start_runner(device.value, CPU_SECONDS, launcher, nice=nice)
     except OSError as exc:
         raise RunStopped(Verdict.GRADER_ERROR, f"could not start the runner: {exc}") from None
+    if on_started is not None:
+        on_started(runner)
     runner.arm(PREPARE_TIMEOUT_S)
     session = Session(runner, PREPARE_TIMEOUT_S, launcher.limits, launcher.sandboxed)
     try:
@@ -264,8 +267,14 @@ class RunnerPool:
         self._cond = threading.Condition()
         self._seeding: threading.Thread | None = None
         # runners made ahead import below every runner that grades (launch.AHEAD_NICE),
-        # where they can be raised again before they touch the GPU
+        # where they can be raised again before they touch the GPU; but only while the pool
+        # still holds one grading's runners (``reserve``: the warm count is two gradings'
+        # lanes and a spare). Past that a grading would soon wait for them: on this project's
+        # 2-core box, one slot grading the mix, every runner made at nice 19 left one grading
+        # in 22 starting its own on the spot (3 s), as the pool ran dry
         self.ahead_nice = ahead_nice()
+        self.reserve = warm // 2
+        self._making: dict[RunnerProcess, int] = {}  # being prepared, and at which nice
 
     def _seed(self) -> None:
         """Make the slot's seed cache (graders.isolation.seed_cache); runners started from then on
@@ -305,12 +314,24 @@ class RunnerPool:
 
     def _prepare_one(self) -> None:
         ready = None
+        with self._cond:
+            nice = self.ahead_nice if len(self._ready) >= self.reserve else RUNNER_NICE
+        started: list[RunnerProcess] = []
+
+        def note(process: RunnerProcess) -> None:
+            started.append(process)
+            with self._cond:
+                self._making[process] = nice
+
         try:
-            ready = prepare(self.device, self.launcher, self.gpu_gate, nice=self.ahead_nice)
+            ready = prepare(self.device, self.launcher, self.gpu_gate, nice=nice,
+                            on_started=note)
         except RunStopped as stop:
             log.error("a warm runner failed to start: %s", stop.message)
             self._last_failure = stop.message
         with self._cond:
+            for process in started:
+                self._making.pop(process, None)
             self._preparing -= 1
             if ready is not None and not self._closed:
                 self._ready.append(ready)
@@ -330,14 +351,28 @@ class RunnerPool:
             ready = self._ready.pop(0) if self._ready else None
         if ready is not None:
             ready.phases = {"runner_start_s": 0.0, "known_answer_s": 0.0}  # done ahead
+            self._hurry()
             self.fill()
         return ready
+
+    def _hurry(self) -> None:
+        """Once fewer than ``reserve`` runners are ready, those still being made below the
+        runners' nice are raised to it: the next grading waits for them."""
+        with self._cond:
+            if len(self._ready) >= self.reserve:
+                return
+            slow = [p for p, nice in self._making.items() if nice != RUNNER_NICE]
+            for process in slow:
+                self._making[process] = RUNNER_NICE
+        for process in slow:
+            process.set_priority(RUNNER_NICE)
 
     def take(self) -> ReadyRunner:
         """A ready runner, or one prepared on the spot (raises RunStopped if it can't be)."""
         ready = self.take_ready()
         if ready is not None:
             return ready
+        self._hurry()  # none was ready: any being made are wanted now
         ready = prepare(self.device, self.launcher, self.gpu_gate)
         with self._cond:
             self._failures = 0
