@@ -221,11 +221,14 @@ def test_attack(name, slot, tmp_path, loopback_server, record_property):
     assert not (REPO / "graders" / "evil.py").exists()
     assert (tmp_path / "victim.txt").read_text() == "victim"
 
-    # and the slot grades the next job normally
+    # and the slot grades the next job normally: a fresh runner, the sandbox, a right
+    # kernel judged right. Two of the exercise's checks say so as well as eight, in half
+    # the time: 20 attacks each graded it after, ~11 s a time on a slow 2-core box
     good = folder / "good.py"
     good.write_text(GOOD)
-    after = slot.grade(exercise, good)
-    assert after.verdict is Verdict.PASSED, after.message
+    after = slot.grade(dataclasses.replace(exercise, checks=exercise.checks[:2]), good)
+    assert after.verdict is Verdict.PASSED and after.score == 100, after.message
+    assert [c.name for c in after.checks] == ["random_rows", "poisoned_row"]
 
 
 def test_no_bwrap_means_no_grading(tmp_path):
