@@ -124,7 +124,8 @@ def _start_and_look(seen: list, wait_s: float = 1.0):
         import threading
         import time
         time.sleep(wait_s)
-        seen.append((threading.current_thread().name, _priorities(process)))
+        seen.append((threading.current_thread().name, kwargs.get("nice"), process,
+                     _priorities(process)))
         return process
     return start_runner
 
@@ -139,22 +140,25 @@ def test_a_runner_made_ahead_imports_below_the_graders_and_is_raised_before_the_
     and a runner at nice 19 there would hold it up."""
     seen: list = []
     monkeypatch.setattr(pool_module, "start_runner", _start_and_look(seen))
-    pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=1)
-    assert pool.ahead_nice == AHEAD_NICE > RUNNER_NICE
+    pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=3)
+    assert pool.ahead_nice == AHEAD_NICE > RUNNER_NICE and pool.reserve == 1
     pool.fill()
     try:
-        assert pool.first_ready() == ""
-        ready = pool.take_ready()
-        made_ahead = [found for thread, found in seen if thread == "runner-prep"]
-        assert made_ahead and made_ahead[0] and set(made_ahead[0].values()) == {AHEAD_NICE}
-        now = _priorities(ready.process)
+        assert pool.wait_filled() == ""
+        # an empty pool's first runners are wanted soon: made at the runners' nice
+        assert [nice for _, nice, _, _ in seen] == [RUNNER_NICE] * 3
+        pool.take_ready().process.close()  # two left: its replacement is made ahead
+        assert until(lambda: len(seen) == 4, 60) and pool.wait_filled() == ""
+        thread, nice, made_ahead, early = seen[3]
+        assert thread == "runner-prep" and nice == AHEAD_NICE
+        assert early and set(early.values()) == {AHEAD_NICE}, early  # while it imported
+        now = _priorities(made_ahead)  # ready: raised before its first GPU work
         assert now and set(now.values()) == {RUNNER_NICE}, now
-        groups = _runner_groups(ready.process)
+        groups = _runner_groups(made_ahead)
         assert set(groups.values()) <= {RUNNER_NICE, None}, groups
-        ready.process.close()
         # a runner made on the spot, for a grading waiting on it, is never made below
         spot = pool_module.prepare(Device.CPU, pool.launcher)
-        on_the_spot = [found for thread, found in seen if thread == "MainThread"]
+        on_the_spot = [found for thread, _, _, found in seen if thread == "MainThread"]
         assert on_the_spot and set(on_the_spot[0].values()) == {RUNNER_NICE}, seen
         spot.process.close()
     finally:

@@ -269,11 +269,12 @@ class RunnerPool:
         # runners made ahead import below every runner that grades (launch.AHEAD_NICE),
         # where they can be raised again before they touch the GPU; but only while the pool
         # still holds one grading's runners (``reserve``: the warm count is two gradings'
-        # lanes and a spare). Past that a grading would soon wait for them: on this project's
-        # 2-core box, one slot grading the mix, every runner made at nice 19 left one grading
-        # in 22 starting its own on the spot (3 s), as the pool ran dry
+        # lanes and a spare; at least one, so that a pool of one never makes below the
+        # runner its next grading takes). Past that a grading would soon wait for them: on
+        # this project's 2-core box, one slot grading the mix, every runner made at nice 19
+        # left one grading in 22 starting its own on the spot (3 s), as the pool ran dry
         self.ahead_nice = ahead_nice()
-        self.reserve = warm // 2
+        self.reserve = max(1, warm // 2)
         self._making: dict[RunnerProcess, int] = {}  # being prepared, and at which nice
 
     def _seed(self) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 from graders.runner import kernel_facts
 from graders.shared import perfinputs
 from graders.shared.perfinputs import InputRecipe
-from graders.shared.stats import interquartile_spread  # shared with the checker, which reports it
+from graders.shared.stats import known_well_enough
 
 FLUSH_MIN_BYTES = 256 << 20
 # The GPU spins this long (about 1 ms) before each timed region, so that the host has
@@ -128,7 +128,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
     recipes = [InputRecipe.from_json(d) for d in header["inputs"]]
     base_seed = int(header["seed"])
     min_reps, max_reps = int(header.get("min_reps", 10)), int(header.get("max_reps", 50))
-    target = float(header.get("target_spread", 0.02))
+    target = float(header.get("target_interval", 0.01))
     budget_s = float(header.get("budget_s", 4.0))
     warmup = int(header.get("warmup", 2))
 
@@ -224,10 +224,10 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
         events.append((c0, c1, e0, e1))
         if probe:
             probe.mark("clone")
-        if i + 1 >= min_reps:  # stop as soon as the spread rule holds
+        if i + 1 >= min_reps:  # stop as soon as the median is known to within ``target``
             torch.cuda.synchronize()
             times = [elapsed(a, b) for k, (_, _, a, b) in enumerate(events) if k not in late]
-            if (len(times) >= min_reps and interquartile_spread(times) <= target
+            if (known_well_enough(times, min_reps, target)
                     or time.monotonic() - started > budget_s):
                 break
     torch.cuda.synchronize()
