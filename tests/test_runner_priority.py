@@ -140,7 +140,16 @@ def test_a_runner_made_ahead_imports_below_the_graders_and_is_raised_before_the_
     and a runner at nice 19 there would hold it up."""
     seen: list = []
     monkeypatch.setattr(pool_module, "start_runner", _start_and_look(seen))
-    pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=3)
+    at_the_gate: list = []
+
+    class WatchedGate(pool_module.GpuGate):
+        """Notes the priorities of the runners made ahead as one passes into the gate."""
+
+        def shared(self):
+            at_the_gate.append([_priorities(p) for _, nice, p, _ in seen if nice == AHEAD_NICE])
+            return super().shared()
+
+    pool = RunnerPool(Device.CPU, default_launcher(sandbox=True), warm=3, gate=WatchedGate())
     assert pool.ahead_nice == AHEAD_NICE > RUNNER_NICE and pool.reserve == 1
     pool.fill()
     try:
@@ -152,7 +161,10 @@ def test_a_runner_made_ahead_imports_below_the_graders_and_is_raised_before_the_
         thread, nice, made_ahead, early = seen[3]
         assert thread == "runner-prep" and nice == AHEAD_NICE
         assert early and set(early.values()) == {AHEAD_NICE}, early  # while it imported
-        now = _priorities(made_ahead)  # ready: raised before its first GPU work
+        # raised before its first GPU work: at the gate it was at the runners' nice
+        at_gate = [found for found in at_the_gate if found]
+        assert at_gate and set(at_gate[0][0].values()) == {RUNNER_NICE}, at_the_gate
+        now = _priorities(made_ahead)
         assert now and set(now.values()) == {RUNNER_NICE}, now
         groups = _runner_groups(made_ahead)
         assert set(groups.values()) <= {RUNNER_NICE, None}, groups
@@ -230,10 +242,14 @@ def test_a_pool_makes_runners_ahead_below_only_while_it_holds_a_gradings_worth(m
         def close(self):
             pass
 
+    numbers = iter(range(1000))
+    numbering = threading.Lock()
+
     def fake_prepare(device, launcher, gate=None, nice=RUNNER_NICE, on_started=None):
-        process = Process(len(made))
-        made.append(nice)
-        on_started(process)
+        with numbering:
+            process = Process(next(numbers))
+            on_started(process)  # before it counts as made: the test waits on ``made``
+            made.append(nice)
         release.acquire()
         return pool_module.ReadyRunner(process, {}, 0.0)
 
@@ -261,8 +277,33 @@ def test_a_pool_makes_runners_ahead_below_only_while_it_holds_a_gradings_worth(m
     assert made[4:] == [AHEAD_NICE, AHEAD_NICE] and raised == []
     pool.take_ready()  # 1 left: the two being made are wanted now, and so is the next
     started(7)
-    assert sorted(raised) == [4, 5] and made[6] == RUNNER_NICE
+    assert until(lambda: sorted(raised) == [4, 5], 10), raised  # raised off this thread
+    assert made[6] == RUNNER_NICE
     for _ in range(3):
         release.release()
     settle(4)
     pool.close()
+
+
+def test_a_runner_makes_no_group_change_of_its_own_once_it_answers_warm(monkeypatch):
+    """The grader raises a runner made ahead once it has answered "warm"; the runner stops
+    its own group change first (graders/runner/main.py), so a change still waiting its turn
+    cannot put the group back to 19 after the raise."""
+    import errno
+
+    writes: list[bytes] = []
+
+    def busy_kernel(fd, data):
+        writes.append(data)
+        raise OSError(errno.EAGAIN, "try again")
+
+    monkeypatch.setattr(autogroup, "_stopped", False)
+    monkeypatch.setattr(autogroup, "nice_of", lambda pid="self": 0)
+    monkeypatch.setattr(autogroup.os, "getpriority", lambda which, who: AHEAD_NICE)
+    monkeypatch.setattr(autogroup.os, "open", lambda path, flags: 99)
+    monkeypatch.setattr(autogroup.os, "close", lambda fd: None)
+    monkeypatch.setattr(autogroup.os, "write", busy_kernel)
+    # the runner answers "warm" while its change waits for the kernel's turn
+    monkeypatch.setattr(autogroup.time, "sleep", lambda s: autogroup.stop_following())
+    assert autogroup.follow_own_nice() is False
+    assert len(writes) == 1  # the one try before; none after

@@ -255,6 +255,9 @@ class RunnerProcess:
     _call_left_s: float = field(default=0.0, repr=False)  # the call's budget, less its time
     _call_since: float = field(default=0.0, repr=False)  # ... counted until then
     _watch_over: threading.Event | None = field(default=None, repr=False)
+    # set as close begins: its job uid goes back to be handed to another runner, whose
+    # priority a late set_priority by uid must not change
+    _closing: bool = field(default=False, repr=False)
 
     def send(self, header: dict, arrays=None) -> None:
         protocol.send(self.to_runner, header, arrays)
@@ -362,7 +365,9 @@ class RunnerProcess:
     def set_priority(self, nice: int) -> bool:
         """Every process of this runner to ``nice`` (lower runs first); False where that is
         not allowed: running ahead of the rest needs root (CAP_SYS_NICE), which a host with
-        job uids has."""
+        job uids has. False once the runner is being closed."""
+        if self._closing:
+            return False
         try:
             if self.job_uid is not None:  # every process of the uid, at once
                 os.setpriority(os.PRIO_USER, self.job_uid, nice)
@@ -444,6 +449,7 @@ class RunnerProcess:
         self.kill()
 
     def close(self) -> CloseReport:
+        self._closing = True
         if self._watchdog:
             self._watchdog.cancel()
         self._stop_watching()

@@ -151,6 +151,10 @@ class GpuGate:
                 self._cond.notify_all()
 
 
+class NotRaised(RunStopped):
+    """A runner made ahead below the runners' nice could not be raised to it."""
+
+
 @dataclass
 class ReadyRunner:
     process: RunnerProcess
@@ -199,7 +203,11 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None,
     except OSError as exc:
         raise RunStopped(Verdict.GRADER_ERROR, f"could not start the runner: {exc}") from None
     if on_started is not None:
-        on_started(runner)
+        try:
+            on_started(runner)
+        except BaseException:
+            runner.close()
+            raise
     runner.arm(PREPARE_TIMEOUT_S)
     session = Session(runner, PREPARE_TIMEOUT_S, launcher.limits, launcher.sandboxed)
     try:
@@ -214,9 +222,11 @@ def prepare(device: Device, launcher: Launcher, gate: GpuGate | None = None,
             log.warning("the known-answer kernel did not compile ahead (it compiles at its "
                         "launch instead): %s", warmed["compile_ahead"])
         warm_s = time.monotonic() - started - hello_s
-        if nice != RUNNER_NICE and not runner.set_priority(RUNNER_NICE):
-            log.warning("a runner made at nice %d could not be raised to %d: it grades "
-                        "behind the others", nice, RUNNER_NICE)
+        if nice != RUNNER_NICE and not (runner.set_priority(RUNNER_NICE)
+                                         or runner.set_priority(RUNNER_NICE)):
+            # never past the gate, nor into a grading, below the others
+            raise NotRaised(Verdict.GRADER_ERROR, f"a runner made at nice {nice} could not "
+                                                  f"be raised to {RUNNER_NICE}")
         # only the first GPU work (the CUDA context, one small launch) waits for a timing
         with gate.shared() if gate else nullcontext():
             gated = time.monotonic()
@@ -315,6 +325,7 @@ class RunnerPool:
 
     def _prepare_one(self) -> None:
         ready = None
+        not_raised = False
         with self._cond:
             nice = self.ahead_nice if len(self._ready) >= self.reserve else RUNNER_NICE
         started: list[RunnerProcess] = []
@@ -322,11 +333,21 @@ class RunnerPool:
         def note(process: RunnerProcess) -> None:
             started.append(process)
             with self._cond:
-                self._making[process] = nice
+                # a grading may have taken the pool below its reserve since ``nice`` was
+                # chosen (the shim takes a while to spawn): then it is wanted now
+                wanted = nice != RUNNER_NICE and len(self._ready) < self.reserve
+                self._making[process] = RUNNER_NICE if wanted else nice
+            if wanted:
+                self._raise([process])
 
         try:
             ready = prepare(self.device, self.launcher, self.gpu_gate, nice=nice,
                             on_started=note)
+        except NotRaised as stop:
+            log.warning("%s: this pool makes its runners at %d from now on", stop.message,
+                        RUNNER_NICE)
+            not_raised = True
+            self.ahead_nice = RUNNER_NICE
         except RunStopped as stop:
             log.error("a warm runner failed to start: %s", stop.message)
             self._last_failure = stop.message
@@ -337,15 +358,19 @@ class RunnerPool:
             if ready is not None and not self._closed:
                 self._ready.append(ready)
                 self._failures = 0
-            elif ready is None:
+            elif ready is None and not not_raised:
                 self._failures += 1
             self._cond.notify_all()
         if ready is not None and self._closed:
             ready.process.close()
+        if not_raised:
+            self.fill()  # its replacement, at the runners' nice
 
     def take_ready(self, wait_s: float = 0.0) -> ReadyRunner | None:
         """A runner that is ready now or within ``wait_s``, or None; never starts one."""
         deadline = time.monotonic() + wait_s
+        if wait_s > 0 and not self.ready_count:
+            self._hurry()  # one being made is waited for
         with self._cond:
             while not self._ready and time.monotonic() < deadline:
                 self._cond.wait(timeout=deadline - time.monotonic())
@@ -365,8 +390,18 @@ class RunnerPool:
             slow = [p for p, nice in self._making.items() if nice != RUNNER_NICE]
             for process in slow:
                 self._making[process] = RUNNER_NICE
-        for process in slow:
-            process.set_priority(RUNNER_NICE)
+        if slow:
+            self._raise(slow)
+
+    @staticmethod
+    def _raise(processes: list[RunnerProcess]) -> None:
+        """Raise ``processes`` to the runners' nice, off the caller's thread (a grading's:
+        without CAP_SYS_ADMIN a session group's change may wait its turn for seconds). A
+        runner closed meanwhile is left alone (RunnerProcess.set_priority)."""
+        def run() -> None:
+            for process in processes:
+                process.set_priority(RUNNER_NICE)
+        threading.Thread(target=run, daemon=True, name="runner-raise").start()
 
     def take(self) -> ReadyRunner:
         """A ready runner, or one prepared on the spot (raises RunStopped if it can't be)."""

@@ -503,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
         if op == "hello":
             reply = runner.hello()
         elif op == "warm":
+            # the grader may raise this runner's priority once it has the answer: no group
+            # change of its own after that (graders/shared/autogroup.py)
+            autogroup.stop_following()
             try:
                 reply = runner.warm(msg.header)
             except BaseException as exc:  # noqa: BLE001

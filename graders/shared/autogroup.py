@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import threading
 import time
 
 _NICE = re.compile(rb"\bnice\s+(-?\d+)")
@@ -73,18 +74,43 @@ def set_nice(pid: int | str, nice: int, retries: int = RETRIES) -> bool:
     return False
 
 
+# A runner made ahead at nice 19 is raised by the grader (its threads, then its group)
+# once it has answered "warm". Its own group change, still waiting its turn, must not put
+# the group back to 19 after that: the runner stops it (``stop_following``) before it
+# answers, and a change is read and written under this lock, so none is half done then.
+_following = threading.Lock()
+_stopped = False
+
+
 def follow_own_nice() -> bool:
     """Give this process's session group the process's own nice, where that is lower
     priority than the group has: what a process in a session of its own calls first, so
     that the nice it was started at orders it against other sessions too."""
     for _ in range(FOLLOW_RETRIES + 1):
-        # read again at each try: a runner made ahead at a low priority is raised by the
-        # grader (its nice and its group's) while this may still be waiting its turn, and
-        # must not put its group back where it started
-        mine = os.getpriority(os.PRIO_PROCESS, 0)
-        group = nice_of("self")
-        if group is None or group >= mine:
-            return True
-        if set_nice("self", mine, retries=0):
-            return True
+        with _following:
+            if _stopped:
+                return False
+            mine = os.getpriority(os.PRIO_PROCESS, 0)
+            group = nice_of("self")
+            if group is None or group >= mine:
+                return True
+            try:
+                fd = os.open(_path("self"), os.O_WRONLY)
+                try:
+                    os.write(fd, str(mine).encode())
+                finally:
+                    os.close(fd)
+                return True
+            except OSError as exc:
+                if exc.errno != errno.EAGAIN:
+                    return nice_of("self") is None
+        time.sleep(RETRY_S)  # the kernel's turn, outside the lock
     return False
+
+
+def stop_following() -> None:
+    """No group change by ``follow_own_nice`` after this returns (one in progress is
+    finished first)."""
+    global _stopped
+    with _following:
+        _stopped = True
