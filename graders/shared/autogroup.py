@@ -59,19 +59,28 @@ def set_nice(pid: int | str, nice: int, retries: int = RETRIES) -> bool:
     if nice_of(pid) is None:
         return True
     for _ in range(retries + 1):
-        try:
-            fd = os.open(_path(pid), os.O_WRONLY)
-            try:
-                os.write(fd, str(nice).encode())
-            finally:
-                os.close(fd)
-            return True
-        except OSError as exc:
-            if exc.errno != errno.EAGAIN:
-                # lowering without the privilege, another uid's; or gone meanwhile
-                return nice_of(pid) is None
-            time.sleep(RETRY_S)
+        done = _write_once(pid, nice)
+        if done is not None:
+            return done
+        time.sleep(RETRY_S)
     return False
+
+
+def _write_once(pid: int | str, nice: int) -> bool | None:
+    """One try at ``pid``'s group nice: True once written, None where the kernel says wait
+    (EAGAIN), else whether there is no group to give it to."""
+    try:
+        fd = os.open(_path(pid), os.O_WRONLY)
+        try:
+            os.write(fd, str(nice).encode())
+        finally:
+            os.close(fd)
+        return True
+    except OSError as exc:
+        if exc.errno == errno.EAGAIN:
+            return None
+        # lowering without the privilege, another uid's; or gone meanwhile
+        return nice_of(pid) is None
 
 
 # A runner made ahead at nice 19 is raised by the grader (its threads, then its group)
@@ -94,16 +103,9 @@ def follow_own_nice() -> bool:
             group = nice_of("self")
             if group is None or group >= mine:
                 return True
-            try:
-                fd = os.open(_path("self"), os.O_WRONLY)
-                try:
-                    os.write(fd, str(mine).encode())
-                finally:
-                    os.close(fd)
-                return True
-            except OSError as exc:
-                if exc.errno != errno.EAGAIN:
-                    return nice_of("self") is None
+            done = _write_once("self", mine)
+            if done is not None:
+                return done
         time.sleep(RETRY_S)  # the kernel's turn, outside the lock
     return False
 
