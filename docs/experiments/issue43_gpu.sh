@@ -21,6 +21,10 @@ set +e
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 nproc
+# whether this grader may raise a runner's priority (CAP_SYS_NICE, bit 23): without it the
+# pools make their runners at nice 10, not 19 (graders/isolation/launch.py ahead_nice);
+# GRADERS_AHEAD_NICE=10 on a load part measures the old way on the same machine
+python3 -c "from graders.isolation.launch import ahead_nice, can_raise_priority; print('CAP_SYS_NICE', can_raise_priority(), 'runners made ahead at nice', ahead_nice())"
 # the host beside a load part, once a second: memory left, major page faults and pages the
 # kernel reclaimed (a host short of memory slows every process's Python in bursts), load
 host_watch() {
