@@ -178,9 +178,14 @@ def test_each_page_reads_the_database_a_fixed_number_of_times(tmp_path):
                         _graded(db, name, 50.0, exercise=exercise, created_at=AT)
             counts.append([])
             for path in ("/admin/class?size=200", "/admin?size=200"):
-                statements.clear()
-                assert client.get(path).status_code == 200
-                counts[-1].append(len(statements))
+                # each page twice, the fewer counted: a fresh clone's CI once counted 9 then
+                # 8 for the same page, one statement that does not come with the data
+                asked = []
+                for _ in range(2):
+                    statements.clear()
+                    assert client.get(path).status_code == 200
+                    asked.append(len(statements))
+                counts[-1].append(min(asked))
         assert counts[0] == counts[1], counts
 
 

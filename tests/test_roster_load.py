@@ -53,7 +53,10 @@ def test_a_3000_student_roster_leaves_health_answering(tmp_path):
         assert len(first[1]["students"]) == len(again[1]["students"]) == STUDENTS
         assert {s["token"] for s in first[1]["students"]}.isdisjoint(
             s["token"] for s in again[1]["students"])
-        assert max(waits) < 0.5
+        # on the event loop it was 2.6 s on the box of the time; in turns, 0.2-0.5 s there
+        # and up to 0.51 s on the same box running about twice as slowly (2026-12): the
+        # bound tells the two apart on either
+        assert max(waits) < 1.0
         # an instructor's name anywhere refuses the whole roster, and changes nothing
         status, body = _post_roster(port, roster[:10] + [
             {"username": "instructor", "display_name": "Mallory"}])
