@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 
 from graders.isolation import TIMING_NICE, RunnerPool, default_launcher
 from graders.isolation.jobuids import descendants_of
 from graders.isolation import pool as pool_module
-from graders.isolation.launch import AHEAD_NICE, RUNNER_NICE, can_raise_priority
+from graders.isolation.launch import AHEAD_NICE, RUNNER_NICE, can_raise_priority, threads_of
 from graders.shared import autogroup
 from graders.shared.vocabulary import Device
 from services import until
@@ -21,11 +23,7 @@ def _priorities(process) -> dict[int, int]:
     pids = process._job_pids() if process.cgroup else descendants_of(process.proc.pid)
     found = {}
     for pid in pids:
-        try:
-            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-        except OSError:  # gone meanwhile
-            continue
-        for tid in tids:
+        for tid in threads_of(pid):
             try:
                 found[tid] = os.getpriority(os.PRIO_PROCESS, tid)
             except OSError:
@@ -121,8 +119,6 @@ def _start_and_look(seen: list, wait_s: float = 1.0):
 
     def start_runner(*args, **kwargs):
         process = real(*args, **kwargs)
-        import threading
-        import time
         time.sleep(wait_s)
         seen.append((threading.current_thread().name, kwargs.get("nice"), process,
                      _priorities(process)))
@@ -225,7 +221,6 @@ def test_a_pool_makes_runners_ahead_below_only_while_it_holds_a_gradings_worth(m
     (``reserve``); once fewer are ready, the ones still being made are raised and the next
     are made at the runners' nice: the next grading waits for them. (On the 2-core box,
     every runner made at 19 left a grading in 22 starting its own on the spot, 3 s.)"""
-    import threading
 
     made: list[int] = []
     raised: list[int] = []

@@ -37,8 +37,8 @@ BELIEVABLE_FRACTION = 1.05
 # of the submission's times is known to ±1 % (its ~95 % interval, graders.shared.stats
 # .median_interval). At 10 repetitions that is an interquartile spread of 1.74 %. The rule
 # before was a 2 % spread at any count, and a kernel whose times spread 3 % (on the H200,
-# three to five of the first reference's eight shapes, ~36 µs calls) ran to the cap of 100, 0.4-
-# 0.7 s a shape, though its median was known to ±1 % after about 30
+# three to five of the first reference's eight shapes, ~36 µs calls) ran to the cap of
+# 100, 0.4-0.7 s a shape, though its median was known to ±1 % after about 30
 TIMING = {"min_reps": 10, "max_reps": 100, "target_interval": 0.01, "budget_s": 4.0}
 # a timed shape's budget is a call's plus this: the repetitions themselves, and the copy
 TIMING_BUDGET_S = 10.0

@@ -110,7 +110,8 @@ def ahead_nice() -> int:
     return min(19, max(RUNNER_NICE, wanted))
 
 
-def _threads_of(pid: int) -> list[int]:
+def threads_of(pid: int) -> list[int]:
+    """The ids of ``pid``'s threads (each has a nice of its own); [pid] where it is gone."""
     try:
         return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
     except OSError:
@@ -378,7 +379,7 @@ class RunnerProcess:
                 for pid in pids:
                     # a nice is a thread's own: each of the process's threads (torch's
                     # pools, the runner's own), not only the one its pid names
-                    for tid in _threads_of(pid):
+                    for tid in threads_of(pid):
                         try:
                             os.setpriority(os.PRIO_PROCESS, tid, nice)
                         except ProcessLookupError:
