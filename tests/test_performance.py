@@ -555,3 +555,43 @@ def test_the_runner_empties_its_cache_before_the_first_shape_and_after_the_last_
     perfs = [h["first_shape"] for h in session.headers if h["op"] == "perf"]
     rows = [h["last_shape"] for h in session.headers if h["op"] == "perf_rows"]
     assert perfs == [True, False, False] and rows == [False, False, True]
+
+
+def test_rows_judged_side_by_side_name_the_first_wrong_call_in_the_order_picked():
+    """A shape's rows are judged on several threads (PerformanceRun._judge_rows); of two
+    wrong calls the verdict names the one picked first, whichever thread finished first, and
+    the pool's inputs are judged before the outputs."""
+    from graders.engine.performance import FetchedRows, PerformanceRejected, PerformanceRun
+    from graders.engine.plan import load_checks_module
+    from graders.shared.arrays import HostArray
+
+    exercise = small_exercise()
+    shape = exercise.performance.shapes[0]
+    checks = load_checks_module(exercise)
+    run = PerformanceRun(exercise.performance, exercise.tolerances, checks, None,
+                         np.random.default_rng(1), None)
+    seed, rows = 77, [3, 1, 4, 1, 5, 9, 2, 6]
+
+    def right(c, row):
+        x = {r.name: perfinputs.host_rows(r, perfinputs.call_seed(seed, c, j), np.array([row]))
+             .to_f64() for j, r in enumerate(shape.inputs)}
+        return HostArray(checks.performance_reference(shape, x, np.array([row]))
+                         .astype(np.float32), "float32")
+
+    def fetched(wrong_calls, wrong_input=False):
+        out = [HostArray(np.zeros((1, shape.inputs[0].cols), np.float32), "float32")
+               if c in wrong_calls else right(c, row) for c, row in enumerate(rows)]
+        kept = perfinputs.host_rows(shape.inputs[0], perfinputs.call_seed(seed, 7, 0),
+                                    np.array([2]))
+        if wrong_input:
+            kept = HostArray(kept.data + 1, kept.dtype)
+        return FetchedRows(shape, seed, "while timing", list(enumerate(rows)), [(7, 0, 2)],
+                           [*out, kept])
+
+    run._judge_rows(fetched(()))  # all right: nothing raised
+    for _ in range(3):
+        with pytest.raises(PerformanceRejected, match="output of timed call 3 is wrong"):
+            run._judge_rows(fetched({2, 6}))
+    with pytest.raises(PerformanceRejected, match="timed call 7 changed its input"):
+        run._judge_rows(fetched({2}, wrong_input=True))
+    run._close_row_threads()

@@ -9,6 +9,7 @@ secret rows fetched under the gate and judged after it is let go.
 
 from __future__ import annotations
 
+import threading
 import time
 from types import ModuleType
 from typing import Callable
@@ -58,11 +59,13 @@ def warm_up(g: Grading, lane: Lane, spec: PerformanceSpec, result: GradeResult,
 
 def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module: ModuleType,
                     result: GradeResult) -> None:
-    """Times ``spec``'s shapes on the lane that compiled them (or a fresh one); the other
-    lanes close first, to leave the GPU to it."""
+    """Times ``spec``'s shapes on the lane that compiled them (or a fresh one). The other
+    lanes kept stay idle meanwhile (a runner that holds no call holds nothing of the GPU but
+    its memory; one being closed slowed the timing's first shape, 0.9 s against 0.46 s on
+    the H100); they and the timing's runner are closed once its rows are fetched, while the
+    rows are judged."""
     kept.sort(key=lambda k: not k.warmed)
     lane = kept[0] if kept else None
-    g.state.close_many([other.process for other in kept[1:]])
     if lane is None or lane.process.proc.poll() is not None:
         lane = open_lane(g, result)
     # its host side ahead of every lane's compiles on this host: the GPU waits on it
@@ -83,6 +86,11 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
                 run.measure()
     finally:
         result.phases["timing_s"] = round(time.monotonic() - started, 3)
+    # every runner of this grading closed beside the judging: it has nothing more to ask them
+    runners = [lane.process, *(other.process for other in kept if other is not lane)]
+    closing = threading.Thread(target=g.state.close_many, args=(runners,), name="close-after",
+                               daemon=True)
+    closing.start()
     # the rows judged on the host with the GPU let go: every other slot's checks wait
     # while a grading holds it alone, and a long row's float64 reference is host seconds
     judging = time.monotonic()
@@ -91,6 +99,7 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
     finally:
         result.phases["timing_judge_s"] = round(time.monotonic() - judging, 3)
         g.state.note_span(-1, "timed rows judged", judging, g.started, time.monotonic())
+        closing.join()  # their reports and output, before the grading's close_all sums them
 
 
 def _judge(run: PerformanceRun, spec: PerformanceSpec, result: GradeResult) -> None:

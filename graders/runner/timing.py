@@ -2,7 +2,8 @@
 
 Method (docs/benchmarks.md says it in prose):
 * every timed call reads inputs made fresh for it (``graders.shared.perfinputs``, seeded per
-  call), in a pool of buffers that together exceed the L2 cache twice over;
+  call, made in one kernel by ``graders.runner.fast_fill``), in a pool of buffers that
+  together exceed the L2 cache twice over;
 * before each timed region the L2 is flushed by writing a buffer of at least
   ``FLUSH_MIN_BYTES`` (and 4× the L2), then the GPU spins for about 1 ms
   (``torch.cuda._sleep``) while Python queues the call: host overhead (the guard, Triton's
@@ -33,7 +34,7 @@ import sys
 import time
 from typing import Any
 
-from graders.runner import kernel_facts
+from graders.runner import fast_fill, kernel_facts
 from graders.shared import perfinputs
 from graders.shared.perfinputs import InputRecipe
 from graders.shared.stats import known_well_enough
@@ -152,7 +153,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
 
     def fill(slot: int, call_index: int) -> None:
         for j, (r, t) in enumerate(zip(recipes, pool[slot])):
-            perfinputs.fill(torch, t, r, perfinputs.call_seed(base_seed, call_index, j))
+            fast_fill.fill(torch, t, r, perfinputs.call_seed(base_seed, call_index, j))
 
     def call(slot: int, state) -> Any:
         args = [decode(v, pool[slot]) for v in header.get("args", [])]
@@ -253,6 +254,7 @@ def measure(runner, header: dict[str, Any], decode, guarded: bool = True,
         "late": len(late),
         "late_reps": late,
         "l2_bytes": l2,
+        "fill": fast_fill.state["fill"],  # "triton", or torch's fill and why
         "kernels": kernels,
         "device_limits": kernel_facts.device_limits(props),
         "output": {"shape": list(outputs[0].shape) if outputs else [],
@@ -342,7 +344,8 @@ def warm_up(runner, header: dict[str, Any], decode) -> dict[str, Any]:
         inputs = [torch.empty(r.shape, dtype=perfinputs.torch_dtype(torch, r.dtype),
                               device="cuda") for r in recipes]
         for j, (r, t) in enumerate(zip(recipes, inputs)):
-            perfinputs.fill(torch, t, r, perfinputs.call_seed(int(header["seed"]), -1, j))
+            # the fast fill's first use, and its check against torch's, here: off the timing
+            fast_fill.fill(torch, t, r, perfinputs.call_seed(int(header["seed"]), -1, j))
         args = [decode(v, inputs) for v in header.get("args", [])]
         kwargs = {k: decode(v, inputs) for k, v in header.get("kwargs", {}).items()}
         with guard.guarded_call(guard.CallGuard(runner.submission), "cuda"):
