@@ -304,6 +304,7 @@ def test_a_remote_result_sent_while_the_database_is_locked_is_answered_503_and_s
         top.start_server(0)
         top.start_server(1)
         top.start_worker("w1", server=0)
+        top.wait_worker_ready("w1")
         ada = _students(top.bases[0], "ada", admin=top.server_env["ADMIN_TOKEN"])["ada"]
         r = _submit(top.bases[1], ada, SLOW)  # a grading of seconds: the import sleeps
         assert r.status_code == 202

@@ -92,6 +92,19 @@ class Topology:
              "--without-mingle", "-l", "INFO"],
             cwd=REPO, env=env, stdout=self._log(name), stderr=subprocess.STDOUT)
 
+    def wait_worker_ready(self, name: str, timeout_s: float = 180) -> None:
+        """Until celery says the worker consumes, its runners made: 26-28 s on a loaded 2-core
+        CI box, past the 10 s in which a published job must start before the reaper
+        publishes it again (which a test that expects attempt 1 must not see)."""
+        log = self.tmp / f"{name}.log"
+
+        def ready() -> bool:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            return any(line.rstrip().endswith(" ready.") and f"{name}@" in line
+                       for line in text.splitlines())
+
+        _wait(f"worker {name} ready", ready, timeout_s)
+
     def stop(self) -> None:
         for proc in [*self.workers.values(), *self.servers, self.redis]:
             if proc is not None and proc.poll() is None:
