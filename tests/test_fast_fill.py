@@ -87,9 +87,12 @@ def test_the_one_kernel_fill_makes_torchs_bits_and_falls_back_where_it_does_not(
     assert seen["float32 range"] is True
     assert seen["float32 state"] == "triton"
     assert seen["float16"] == [True, True] and seen["float16 state"] == "triton"
-    # the kernel's rows differ: the input is torch's all the same, and so is every one after
+    # triton 3.6's interpreter rounds to bfloat16 toward zero: the rows differ, the input is
+    # torch's all the same, and so is every one after (a later interpreter may round as the
+    # GPU does; then the kernel's fill stands)
     assert seen["bfloat16 result"] is True
-    assert seen["bfloat16 state"].startswith("torch: the kernel's bfloat16 rows differed")
+    assert seen["bfloat16 state"] == "triton" or seen["bfloat16 state"].startswith(
+        "torch: the kernel's bfloat16 rows differed")
     assert seen["after it, float32"] is True
     assert seen["broken result"] is True
     assert seen["broken state"].startswith("torch: the kernel failed (RuntimeError")

@@ -9,6 +9,8 @@ points are the geometric mean of its fractions, gated by correctness.
 import dataclasses
 import math
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -578,9 +580,11 @@ def test_rows_judged_side_by_side_name_the_first_wrong_call_in_the_order_picked(
         return HostArray(checks.performance_reference(shape, x, np.array([row]))
                          .astype(np.float32), "float32")
 
-    def fetched(wrong_calls, wrong_input=False):
-        out = [HostArray(np.zeros((1, shape.inputs[0].cols), np.float32), "float32")
-               if c in wrong_calls else right(c, row) for c, row in enumerate(rows)]
+    def fetched(wrong_calls, wrong_input=False, ones=()):
+        cols = shape.inputs[0].cols
+        out = [HostArray(np.zeros((1, cols), np.float32), "float32") if c in wrong_calls else
+               HostArray(np.ones((1, cols), np.float32), "float32") if c in ones else
+               right(c, row) for c, row in enumerate(rows)]
         kept = perfinputs.host_rows(shape.inputs[0], perfinputs.call_seed(seed, 7, 0),
                                     np.array([2]))
         if wrong_input:
@@ -589,9 +593,42 @@ def test_rows_judged_side_by_side_name_the_first_wrong_call_in_the_order_picked(
                            [*out, kept])
 
     run._judge_rows(fetched(()))  # all right: nothing raised
-    for _ in range(3):
-        with pytest.raises(PerformanceRejected, match="output of timed call 3 is wrong"):
-            run._judge_rows(fetched({2, 6}))
+    import graders.engine.performance as performance
+
+    compare = performance.compare_rows
+
+    def zeros_judged_last(got, *args, **kwargs):  # call 3's zeros finish after call 7's ones
+        if not got.data.any():
+            time.sleep(0.3)
+        return compare(got, *args, **kwargs)
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(performance, "compare_rows", zeros_judged_last)
+    try:
+        for _ in range(2):
+            with pytest.raises(PerformanceRejected, match="output of timed call 3 is wrong"):
+                run._judge_rows(fetched({2}, ones={6}))
+    finally:
+        monkey.undo()
     with pytest.raises(PerformanceRejected, match="timed call 7 changed its input"):
         run._judge_rows(fetched({2}, wrong_input=True))
     run._close_row_threads()
+
+
+def test_an_abandoned_timing_lets_its_judging_threads_go():
+    """A measuring that fails with anything but a fault of the timing (a runner lost, the
+    deadline) leaves no thread judging rows after the grading has returned."""
+    from graders.engine.performance import PerformanceRun
+    from graders.engine.plan import load_checks_module
+
+    exercise = small_exercise()
+    run = PerformanceRun(exercise.performance, exercise.tolerances,
+                         load_checks_module(exercise), None, np.random.default_rng(1), None)
+    run._row_threads()
+    run.judging._pool = ThreadPoolExecutor(1)  # as the first fetched shape makes it
+    run.abandon()
+    assert run._rows is None
+    with pytest.raises(RuntimeError):
+        run._row_threads()  # nothing makes them again
+    with pytest.raises(RuntimeError):
+        run.judging._pool.submit(lambda: None)  # shut down

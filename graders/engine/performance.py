@@ -234,6 +234,12 @@ class RowJudge:
             with self._lock:
                 self._fault = fault
 
+    def abandon(self) -> None:
+        """The grading goes on without these rows (its measuring failed): the rows queued
+        are dropped and the thread lets go, without waiting for the row being judged."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
     @property
     def failed(self) -> bool:
         with self._lock:
@@ -275,6 +281,7 @@ class PerformanceRun:
         self.fill: str | None = None  # how the runner says it made the inputs (shown only)
         self._rows: ThreadPoolExecutor | None = None  # the rows of a shape, judged side by side
         self._row_lock = threading.Lock()
+        self._abandoned = False
 
     def run(self) -> dict[str, Any]:
         """Both steps at once (where nothing else shares the GPU)."""
@@ -468,8 +475,17 @@ class PerformanceRun:
                 if message is not None:
                     raise PerformanceRejected(message)
 
+    def abandon(self) -> None:
+        """The measuring failed and nothing will be judged: every judging thread lets go."""
+        self.judging.abandon()
+        with self._row_lock:
+            self._abandoned = True
+        self._close_row_threads()
+
     def _row_threads(self) -> ThreadPoolExecutor:
         with self._row_lock:
+            if self._abandoned:
+                raise RuntimeError("the timing was abandoned")
             if self._rows is None:  # behind the runner that times, as the judging thread
                 self._rows = ThreadPoolExecutor(ROW_THREADS, thread_name_prefix="timed-row",
                                                 initializer=lower_this_thread,

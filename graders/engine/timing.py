@@ -63,10 +63,12 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
     lanes kept stay idle meanwhile (a runner that holds no call holds nothing of the GPU but
     its memory; one being closed slowed the timing's first shape, 0.9 s against 0.46 s on
     the H100); they and the timing's runner are closed once its rows are fetched, while the
-    rows are judged."""
+    rows are judged. Where the lane that compiled them was lost, every lane that finished
+    meanwhile was kept (graders.engine.lanes.LaneSet._leave): a live one, the submission
+    loaded, times before a fresh runner is taken."""
     kept.sort(key=lambda k: not k.warmed)
-    lane = kept[0] if kept else None
-    if lane is None or lane.process.proc.poll() is not None:
+    lane = next((k for k in kept if k.process.proc.poll() is None), None)
+    if lane is None:
         lane = open_lane(g, result)
     # its host side ahead of every lane's compiles on this host: the GPU waits on it
     result.phases["timing_prioritized"] = lane.process.set_priority(TIMING_NICE)
@@ -84,6 +86,9 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
             result.phases["timing_gate_wait_s"] = round(time.monotonic() - started, 3)
             with lane.session.timing_memory():  # the GPU's one timing reserve, beside the cap
                 run.measure()
+    except BaseException:  # a runner lost, the deadline: no rows will be judged
+        run.abandon()
+        raise
     finally:
         result.phases["timing_s"] = round(time.monotonic() - started, 3)
     # every runner of this grading closed beside the judging: it has nothing more to ask them
