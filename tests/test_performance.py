@@ -612,7 +612,7 @@ def test_rows_judged_side_by_side_name_the_first_wrong_call_in_the_order_picked(
         monkey.undo()
     with pytest.raises(PerformanceRejected, match="timed call 7 changed its input"):
         run._judge_rows(fetched({2}, wrong_input=True))
-    run._close_row_threads()
+    run._rows.shutdown()
 
 
 def test_an_abandoned_timing_lets_its_judging_threads_go():
@@ -624,11 +624,10 @@ def test_an_abandoned_timing_lets_its_judging_threads_go():
     exercise = small_exercise()
     run = PerformanceRun(exercise.performance, exercise.tolerances,
                          load_checks_module(exercise), None, np.random.default_rng(1), None)
-    run._row_threads()
+    run._rows.submit(lambda: None).result()  # its threads started, as by a shape's rows
     run.judging._pool = ThreadPoolExecutor(1)  # as the first fetched shape makes it
     run.abandon()
-    assert run._rows is None
     with pytest.raises(RuntimeError):
-        run._row_threads()  # nothing makes them again
+        run._rows.submit(lambda: None)  # nothing starts them again
     with pytest.raises(RuntimeError):
         run.judging._pool.submit(lambda: None)  # shut down

@@ -279,9 +279,10 @@ class PerformanceRun:
         self.stop: BaseException | None = None  # what ended the measuring early
         self.clocks: Any = None
         self.fill: str | None = None  # how the runner says it made the inputs (shown only)
-        self._rows: ThreadPoolExecutor | None = None  # the rows of a shape, judged side by side
-        self._row_lock = threading.Lock()
-        self._abandoned = False
+        # the rows of a shape, judged side by side; its threads start at its first rows, and
+        # once it is shut down (judged, or abandoned) nothing starts them again
+        self._rows = ThreadPoolExecutor(ROW_THREADS, thread_name_prefix="timed-row",
+                                        initializer=lower_this_thread, initargs=(CHECKER_NICE,))
 
     def run(self) -> dict[str, Any]:
         """Both steps at once (where nothing else shares the GPU)."""
@@ -308,7 +309,7 @@ class PerformanceRun:
         try:
             self.judging.result()
         finally:
-            self._close_row_threads()
+            self._rows.shutdown(cancel_futures=True)
         if self.stop is not None:
             raise self.stop
         spec, timed = self.spec, self.timed
@@ -411,10 +412,7 @@ class PerformanceRun:
 
     def _check_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str) -> None:
         """Fetch and judge at once (the two steps of a timed run's rows, for a test)."""
-        try:
-            self._judge_rows(self._fetch_rows(shape, seed, reps, pool, during))
-        finally:
-            self._close_row_threads()
+        self._judge_rows(self._fetch_rows(shape, seed, reps, pool, during))
 
     def _fetch_rows(self, shape: PerfShape, seed: int, reps: int, pool: int, during: str,
                     last: bool = True) -> FetchedRows:
@@ -471,29 +469,11 @@ class PerformanceRun:
 
         for judge, items in ((input_row, zip(in_picks, got_in)),
                              (output_row, zip(out_picks, got_out))):
-            for message in self._row_threads().map(judge, items):  # in the order picked
+            for message in self._rows.map(judge, items):  # in the order picked
                 if message is not None:
                     raise PerformanceRejected(message)
 
     def abandon(self) -> None:
         """The measuring failed and nothing will be judged: every judging thread lets go."""
         self.judging.abandon()
-        with self._row_lock:
-            self._abandoned = True
-        self._close_row_threads()
-
-    def _row_threads(self) -> ThreadPoolExecutor:
-        with self._row_lock:
-            if self._abandoned:
-                raise RuntimeError("the timing was abandoned")
-            if self._rows is None:  # behind the runner that times, as the judging thread
-                self._rows = ThreadPoolExecutor(ROW_THREADS, thread_name_prefix="timed-row",
-                                                initializer=lower_this_thread,
-                                                initargs=(CHECKER_NICE,))
-            return self._rows
-
-    def _close_row_threads(self) -> None:
-        with self._row_lock:
-            rows, self._rows = self._rows, None
-        if rows is not None:
-            rows.shutdown(cancel_futures=True)
+        self._rows.shutdown(wait=False, cancel_futures=True)

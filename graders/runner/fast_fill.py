@@ -74,6 +74,13 @@ def _make_kernel():
     return uniform_fill
 
 
+def _get_kernel():
+    global _kernel
+    if _kernel is None:
+        _kernel = _make_kernel()
+    return _kernel
+
+
 def usable(recipe: InputRecipe, out) -> bool:
     return (state["fill"] == "triton" and recipe.kind == "uniform"
             and recipe.dtype in FAST_DTYPES and out.is_contiguous()
@@ -82,15 +89,12 @@ def usable(recipe: InputRecipe, out) -> bool:
 
 def fill(torch, out, recipe: InputRecipe, seed: int) -> None:
     """``perfinputs.fill``, by the kernel where it may be used and has been checked."""
-    global _kernel
     if not usable(recipe, out):
         perfinputs.fill(torch, out, recipe, seed)
         return
     try:
-        if _kernel is None:
-            _kernel = _make_kernel()
         n = out.numel()
-        _kernel[((n + BLOCK - 1) // BLOCK,)](
+        _get_kernel()[((n + BLOCK - 1) // BLOCK,)](
             out, n, _int32(seed), LO_BITS=_bits(recipe.lo),
             SCALE_BITS=_bits(recipe.hi - recipe.lo), BLOCK=BLOCK, **OPTIONS)
         key = (recipe.dtype, recipe.lo, recipe.hi)
@@ -117,11 +121,8 @@ def compile_ahead() -> None:
     (graders.isolation.seed_cache), so a runner that times finds it compiled."""
     import torch
 
-    global _kernel
-    if _kernel is None:
-        _kernel = _make_kernel()
     defaults = InputRecipe("x", "uniform", 1, 1)
     for name in FAST_DTYPES:
-        _kernel.warmup(perfinputs.torch_dtype(torch, name), 1 << 20, 12345,
+        _get_kernel().warmup(perfinputs.torch_dtype(torch, name), 1 << 20, 12345,
                        LO_BITS=_bits(defaults.lo), SCALE_BITS=_bits(defaults.hi - defaults.lo),
                        BLOCK=BLOCK, grid=(1,), **OPTIONS)
