@@ -50,3 +50,142 @@ def test_a_folder_that_cannot_be_made_counts_each_grading_alone(tmp_path):
     blocker.write_text("")
     with BusyMarks(blocker / "sub", "x").busy() as busy:
         assert busy == 1
+
+
+# -- a burst: the sender's queue tells each slot what its neighbours have not yet marked --
+
+def test_a_slot_sizes_its_lanes_by_the_larger_of_its_own_count_and_the_senders(tmp_path,
+                                                                                monkeypatch):
+    from types import SimpleNamespace
+
+    from graders.service import slots
+    from graders.shared.vocabulary import Device
+
+    lanes_given = []
+
+    class RecordingGrader:
+        def __init__(self, exercise, submission, device, pool=None, lanes=None, **kwargs):
+            lanes_given.append(lanes)
+            self.grading = SimpleNamespace(lanes=lanes)
+            self.close_report = None
+
+        def grade(self):
+            return SimpleNamespace(phases={})
+
+    monkeypatch.setattr(slots, "Grader", RecordingGrader)
+    monkeypatch.setattr(slots, "host_cores", lambda: 16)
+    slot = slots.Slot.__new__(slots.Slot)
+    slot.name, slot.device, slot.pool, slot.healthy = "gpu-0", Device.CUDA, None, True
+    slot.shares_gpu, slot.gpu_baseline_mib = True, None
+    slot.marks = BusyMarks(tmp_path, "gpu-0")
+
+    alone = slot.grade(None, tmp_path / "s.py")
+    burst = slot.grade(None, tmp_path / "s.py", host_gradings=4)
+    said_less = slot.grade(None, tmp_path / "s.py", host_gradings=1)
+    # the H200's 16 cores: alone, four lanes; four gradings starting together, two each
+    assert lanes_given == [4, 2, 4]
+    assert [r.phases["host_gradings"] for r in (alone, burst, said_less)] == [1, 4, 1]
+
+
+def test_a_worker_job_passes_the_host_gradings_on_and_refuses_a_bad_count(tmp_path):
+    from types import SimpleNamespace
+
+    from graders.service.worker import handle
+
+    path = tmp_path / "s.py"
+    path.write_text("x = 1\n")
+    heard = {}
+
+    class RecordingSlot:
+        healthy, problem = True, ""
+
+        def grade(self, exercise, submission, **kwargs):
+            heard.update(kwargs)
+            return SimpleNamespace(to_json=lambda: {"verdict": "passed"})
+
+    job = {"id": 1, "exercise": "safe_softmax", "file": str(path)}
+    assert handle(RecordingSlot(), dict(job, host_gradings=3))["result"] == {"verdict": "passed"}
+    assert heard["host_gradings"] == 3
+    handle(RecordingSlot(), job)
+    assert heard["host_gradings"] is None  # not said: the slot counts alone
+    for bad in (0, -2, "4", 2.5, True):
+        answer = handle(RecordingSlot(), dict(job, host_gradings=bad))
+        assert answer["result"] is None and "bad job: host_gradings" in answer["error"]
+
+
+def test_the_slot_worker_sends_the_host_gradings_in_the_job_line(tmp_path):
+    import sys
+
+    from graders.service.worker_client import SlotWorker
+
+    echo = ("import json, sys\nprint(json.dumps({'ready': True}), flush=True)\n"
+            "for line in sys.stdin:\n    job = json.loads(line)\n"
+            "    print(json.dumps({'id': job['id'], 'result': {'verdict': 'passed', 'score': 1.0,"
+            " 'said': job.get('host_gradings', 'none sent')}}), flush=True)\n")
+    worker = SlotWorker([sys.executable, "-c", echo], timeout_s=30)
+    try:
+        path = tmp_path / "s.py"
+        path.write_text("")
+        assert worker.grade("safe_softmax", path, host_gradings=3).result["said"] == 3
+        assert worker.grade("safe_softmax", path).result["said"] == "none sent"
+    finally:
+        worker.stop()
+
+
+def test_a_burst_tells_each_slot_its_host_is_about_to_run_every_slot(tmp_path):
+    """Six submissions waiting when four slots start: each of the first four gradings is
+    told the host is about to run four (its neighbours start within milliseconds, before
+    their busy marks are there to count); the last one, with nothing left waiting, is told
+    only the gradings still running beside it."""
+    import threading
+
+    from test_server_api import NoDispatch, add_students, running, submit
+
+    from server.grading.graders_client import GradeOutcome
+    from server.grading.local_pool import LocalPool, SlotSpec
+
+    class BarrierClient:
+        """Holds the first four gradings until all four have started."""
+
+        def __init__(self):
+            self.told: list[int | None] = []
+            self.lock = threading.Lock()
+            self.first_four = threading.Barrier(4, timeout=30)
+
+        def warm_up(self, *args, **kwargs):
+            pass
+
+        def grade(self, exercise, language, source, device, gpu_index, on_check=None,
+                  params=None, slot=None, share_gpu=False, gpu_slots=None,
+                  host_gradings=None):
+            with self.lock:
+                self.told.append(host_gradings)
+                number = len(self.told)
+            if number <= 4:
+                self.first_four.wait()
+            return GradeOutcome({"verdict": "passed", "score": 100.0, "params": params or {}})
+
+        def close(self):
+            pass
+
+    with running(f"sqlite:///{tmp_path / 'db'}", dispatcher=NoDispatch()) as client:
+        tokens = add_students(client, *[f"s{i}" for i in range(6)])
+        ids = [submit(client, token).json()["id"] for token in tokens.values()]
+        fake = BarrierClient()
+        pool = LocalPool(client.app.state.sessionmaker, fake, client.app.state.settings,
+                         slots=[SlotSpec(f"cpu-{i}", "cpu", None) for i in range(4)])
+        pool.start()
+        try:
+            from server.domain.models import Status, Submission
+
+            deadline = threading.Event()
+            for _ in range(300):
+                with client.app.state.sessionmaker() as db:
+                    if all(db.get(Submission, i).status == Status.GRADED for i in ids):
+                        break
+                deadline.wait(0.1)
+        finally:
+            pool.stop()
+    assert len(fake.told) == 6
+    assert fake.told[:4] == [4, 4, 4, 4]
+    assert fake.told[5] in (1, 2)  # nothing waits: itself, and the fifth if still running

@@ -18,6 +18,13 @@ Each slot (one worker process) marks itself busy while it grades by holding an e
 ``flock`` on a file of its own in the host's lock folder (the GPU gate's,
 ``GRADERS_GPU_LOCK_DIR``); counting the marks is trying each file without blocking. A
 dead process's lock goes with it, so nothing stale is counted.
+
+The marks miss a burst: its first gradings start within milliseconds of each other, each
+before its neighbours have marked themselves, and on the H200's load bench the four slots'
+first gradings counted 1, 2, 3 and 4 (13 lanes, 13 runners taken and made again at once).
+So a sender that knows its queue says how many gradings the host is about to run
+(``host_gradings`` in the worker's job line: the server's local pool counts its slots grading
+and the jobs waiting), and the slot sizes the lanes by the larger of the two counts.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ slot and its warm runners (graders.isolation.pool) and takes jobs one after anot
 lines on its standard input; it answers each with one JSON line on standard output:
 
     in:  {"id": 7, "exercise": "some_exercise", "file": "/path/submission.py", "timing": true,
-          "params": {"rows": 3072}}   (params: the exercise's per-student values, if any)
+          "params": {"rows": 3072}, "host_gradings": 4}   (params: the exercise's per-student
+          values, if any; host_gradings: the gradings the sender expects the host to run as
+          this one starts, itself included, from its queue; lanes are sized by the larger
+          of it and the slots the worker sees busy: graders/service/host_load.py)
     out: {"id": 7, "check": {"name": "random_rows", "passed": true, ...}}   (one per check,
          as it ends: progress for the student's page)
     out: {"id": 7, "result": {...the grade --json object...}, "slot": {"healthy": true, ...}}
@@ -79,6 +82,7 @@ def handle(slot: Slot, job: dict[str, Any],
         if not path.is_file():
             raise ValueError(f"{path} is not a file")
         params = exercise.resolve_params(job.get("params"))  # a ParamError is a ValueError
+        host_gradings = _host_gradings(job.get("host_gradings"))
     except (KeyError, ValueError, SpecError) as exc:
         return {"id": job_id, "result": None, "error": f"bad job: {exc}"}
     def on_check(check) -> None:
@@ -88,9 +92,18 @@ def handle(slot: Slot, job: dict[str, Any],
 
     result = slot.grade(exercise, path, performance=bool(job.get("timing", True)),
                         timeout_s=job.get("timeout_s"), on_check=on_check, params=params,
-                        lanes=lanes)
+                        lanes=lanes, host_gradings=host_gradings)
     return {"id": job_id, "result": result.to_json(),
             "slot": {"healthy": slot.healthy, "problem": slot.problem}}
+
+
+def _host_gradings(value: Any) -> int | None:
+    """A job's ``host_gradings``: absent, or a whole number of at least 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"host_gradings must be a whole number of at least 1, not {value!r}")
+    return value
 
 
 def share_gpu_from_env() -> bool:

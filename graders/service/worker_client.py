@@ -123,9 +123,12 @@ class SlotWorker:
 
     def grade(self, exercise: str, path: Path,
               on_check: "Callable[[dict[str, Any]], None] | None" = None,
-              params: dict[str, Any] | None = None) -> GradeOutcome:
+              params: dict[str, Any] | None = None,
+              host_gradings: int | None = None) -> GradeOutcome:
         """Grade one file; ``on_check`` hears of each check as it ends. ``params``: the
-        exercise's per-student values (graders/engine/params.py), its defaults when None."""
+        exercise's per-student values (graders/engine/params.py), its defaults when None.
+        ``host_gradings``: the gradings its host is about to run, this one included, as the
+        caller knows them (its queue); the worker takes the larger of it and its own count."""
         problem = self.warm_up()
         if problem:
             return GradeOutcome(None, problem)
@@ -135,6 +138,8 @@ class SlotWorker:
             job = {"id": job_id, "exercise": exercise, "file": str(path)}
             if params:
                 job["params"] = params
+            if host_gradings is not None:
+                job["host_gradings"] = host_gradings
             self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()
         except OSError as exc:

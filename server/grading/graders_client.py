@@ -107,16 +107,19 @@ class GradersClient:
               gpu_index: int | None,
               on_check: Callable[[dict[str, Any]], None] | None = None,
               params: dict[str, Any] | None = None, slot: str | None = None,
-              share_gpu: bool = False, gpu_slots: int | None = None) -> GradeOutcome:
+              share_gpu: bool = False, gpu_slots: int | None = None,
+              host_gradings: int | None = None) -> GradeOutcome:
         """``on_check`` hears of each check as it ends (the slot's worker only; the
         one-shot stand-in grader says nothing until its result). ``params``: the student's
         values of the exercise's parameters (server/domain/student_params.py). ``slot``,
-        ``share_gpu`` and ``gpu_slots``: as for ``warm_up``."""
+        ``share_gpu`` and ``gpu_slots``: as for ``warm_up``. ``host_gradings``: the
+        gradings the host is about to run, this one included (the slot's worker sizes the
+        grading's lanes by it; the one-shot grader takes its own)."""
         if self.persistent:
             with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
                 path = write_submission(tmp, language, source)
                 return self._worker(device, gpu_index, slot, share_gpu, gpu_slots).grade(
-                    exercise, path, on_check, params)
+                    exercise, path, on_check, params, host_gradings=host_gradings)
         with tempfile.TemporaryDirectory(prefix="autograder-job-") as tmp:
             path = write_submission(tmp, language, source)
             argv = self.base + ["grade", exercise, str(path), "--json", "--device", device]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
-from sqlalchemy import ColumnElement, and_, false, or_, select, update
+from sqlalchemy import ColumnElement, and_, false, func, or_, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
@@ -38,6 +38,13 @@ class Job:
     language: str
     source: str
     username: str = ""  # whose work: their exercise parameters go with it (student_params)
+    # other jobs waiting when this one was claimed (counted up to WAITING_COUNTED): the
+    # local pool tells a slot how many gradings its host is about to run (local_pool.py)
+    waiting: int = 0
+
+
+# a host runs a handful of slots: counting the queue beyond this tells a slot nothing more
+WAITING_COUNTED = 64
 
 
 def _waiting(kind: str) -> ColumnElement[bool]:
@@ -82,8 +89,15 @@ class Claimer:
                     s = db.get(Submission, sid)
                     db.refresh(s)
                     return Job(s.id, s.attempts, s.exercise, s.language, s.source,
-                               s.user.username)
+                               s.user.username, waiting=_count_waiting(db))
         return None
+
+
+def _count_waiting(db: Session) -> int:
+    """Jobs of either kind waiting now, up to WAITING_COUNTED (the count stops there)."""
+    either = or_(_waiting("new"), _waiting("regrade"))
+    some = select(Submission.id).where(either).limit(WAITING_COUNTED).subquery()
+    return db.scalar(select(func.count()).select_from(some)) or 0
 
 
 def release(db: Session, where: ColumnElement[bool]) -> int:

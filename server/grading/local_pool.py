@@ -152,6 +152,17 @@ class LocalPool:
         with self._held_lock:
             return len(self._warmed), len(self.slots)
 
+    def _host_gradings(self, job: Job) -> int:  # called with _held_lock held
+        """The gradings this host is about to run as ``job`` starts, itself included: the
+        ones its slots run now, and the waiting ones its other slots claim at once. A slot's
+        worker gives a grading fewer lanes the more gradings share the host's cores
+        (graders/service/host_load.py). Counted there alone, from the slots that have marked
+        themselves busy, a burst's first gradings each saw one or two: they start within
+        milliseconds of each other. On the H200's load bench four of them took 13 runners
+        and the class's slowest gradings were the ones that started beside them."""
+        serving = sum(1 for s in self.slots if s.in_service)
+        return max(1, min(serving, len(self._grading) + job.waiting))
+
     def _held(self) -> list[tuple[int, int]]:
         with self._held_lock:
             return [(j.id, j.attempt) for j in [*self._grading.values(),
@@ -219,6 +230,7 @@ class LocalPool:
     def _grade(self, slot: SlotSpec, job: Job) -> None:
         with self._held_lock:
             self._grading[slot.name] = job
+            host_gradings = self._host_gradings(job)
         outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
                                     slot.gpu_index,
                                     on_check=lambda c, j=job: record_check(
@@ -226,7 +238,7 @@ class LocalPool:
                                     params=params_for(self.settings, self.exercises or {},
                                                       job.exercise, job.username),
                                     slot=slot.name, share_gpu=slot.shares_gpu,
-                                    gpu_slots=slot.gpu_slots)
+                                    gpu_slots=slot.gpu_slots, host_gradings=host_gradings)
         with self._held_lock:
             self._storing[slot.name] = self._grading.pop(slot.name)
         # The slot claims no new work until its result is stored. While the database cannot
