@@ -24,7 +24,9 @@ before its neighbours have marked themselves, and on the H200's load bench the f
 first gradings counted 1, 2, 3 and 4 (13 lanes, 13 runners taken and made again at once).
 So a sender that knows its queue says how many gradings the host is about to run
 (``host_gradings`` in the worker's job line: the server's local pool counts its slots grading
-and the jobs waiting), and the slot sizes the lanes by the larger of the two counts.
+and the jobs waiting), and the slot sizes the lanes by the larger of the two counts. A
+Celery worker's tasks say nothing of the kind (its queue is the broker's, shared by every
+host): its slots count alone, as before.
 """
 
 from __future__ import annotations

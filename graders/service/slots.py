@@ -105,6 +105,7 @@ class Slot:
             result = grader.grade()
         result.phases["lanes"] = grader.grading.lanes
         result.phases["host_gradings"] = busy
+        result.phases["host_marked"] = marked  # the slots it saw busy itself
         # no waiting for the replacements: while some are still starting, the GPU holds
         # less than the baseline (taken with all of them in place), never more
         checking = time.monotonic()

@@ -98,11 +98,15 @@ def handle(slot: Slot, job: dict[str, Any],
 
 
 def _host_gradings(value: Any) -> int | None:
-    """A job's ``host_gradings``: absent, or a whole number of at least 1."""
+    """A job's ``host_gradings``: a whole number of at least 1, else None (the slot counts
+    alone). A hint for the lanes, not part of the job: a bad one is logged, never refused,
+    since a refused job is a grader fault the server tries again and then gives up on."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"host_gradings must be a whole number of at least 1, not {value!r}")
+        log.warning("a job's host_gradings %r is not a whole number of at least 1: ignored",
+                    value)
+        return None
     return value
 
 

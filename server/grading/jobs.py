@@ -62,18 +62,20 @@ class Claimer:
         self._lock = threading.Lock()
         self._regrade_turn = False  # whose turn it is when both kinds of work wait
 
-    def claim(self, **values: Any) -> Job | None:
-        """Mark the next job running (attempt + 1, plus ``values``) and return it."""
+    def claim(self, count_waiting: bool = False, **values: Any) -> Job | None:
+        """Mark the next job running (attempt + 1, plus ``values``) and return it;
+        ``count_waiting``: with the jobs still waiting counted (``Job.waiting``)."""
         with self._lock:
             kinds = ["regrade", "new"] if self._regrade_turn else ["new", "regrade"]
             for kind in kinds:
-                job = self._claim_kind(kind, values)
+                job = self._claim_kind(kind, values, count_waiting)
                 if job is not None:
                     self._regrade_turn = kind == "new"
                     return job
         return None
 
-    def _claim_kind(self, kind: str, values: dict[str, Any]) -> Job | None:
+    def _claim_kind(self, kind: str, values: dict[str, Any],
+                    count_waiting: bool) -> Job | None:
         waiting = _waiting(kind)
         with self.sessions.begin() as db:
             for sid in db.scalars(select(Submission.id).where(waiting)
@@ -89,7 +91,8 @@ class Claimer:
                     s = db.get(Submission, sid)
                     db.refresh(s)
                     return Job(s.id, s.attempts, s.exercise, s.language, s.source,
-                               s.user.username, waiting=_count_waiting(db))
+                               s.user.username,
+                               waiting=_count_waiting(db) if count_waiting else 0)
         return None
 
 

@@ -114,6 +114,7 @@ class LocalPool:
         self._grading: dict[str, Job] = {}
         self._storing: dict[str, Job] = {}
         self._held_lock = threading.Lock()
+        self._claiming = threading.Lock()  # a claim and its count of the host's gradings
         self._warmed: set[str] = set()  # the slots whose worker answered its warm-up
         self.reaper = Reaper(self.grading, settings, live=self._held, outbox=self.outbox,
                              store=self._store, gone=self._gone, on_put_back=self.notify)
@@ -153,13 +154,12 @@ class LocalPool:
             return len(self._warmed), len(self.slots)
 
     def _host_gradings(self, job: Job) -> int:  # called with _held_lock held
-        """The gradings this host is about to run as ``job`` starts, itself included: the
-        ones its slots run now, and the waiting ones its other slots claim at once. A slot's
-        worker gives a grading fewer lanes the more gradings share the host's cores
-        (graders/service/host_load.py). Counted there alone, from the slots that have marked
-        themselves busy, a burst's first gradings each saw one or two: they start within
-        milliseconds of each other. On the H200's load bench four of them took 13 runners
-        and the class's slowest gradings were the ones that started beside them."""
+        """The gradings this pool is about to run as ``job`` starts, itself included: its
+        slots' running ones, and as many waiting ones as its other slots can claim (a slot
+        still warming up counts: it claims once warm, and its warming is CPU work too;
+        graders/service/host_load.py says why a slot's own count misses a burst). The queue
+        is the database's: where several servers grade from it, this may count jobs another
+        host takes, and its gradings get fewer lanes than their host could give."""
         serving = sum(1 for s in self.slots if s.in_service)
         return max(1, min(serving, len(self._grading) + job.waiting))
 
@@ -208,29 +208,38 @@ class LocalPool:
             self._warmed.add(slot.name)
         while not self._stopping and slot.in_service:
             try:
-                # the lease starts with the claim: the reaper renews it from here on
-                now = utcnow()
-                job = self.claimer.claim(started_at=now, heartbeat_at=now,
-                                         worker=holders.holder(slot.name))
+                claimed = self._claim(slot)
             except Exception:  # noqa: BLE001 - a database hiccup must not kill the slot
                 log.exception("claiming work failed")
-                job = None
-            if job is None:
+                claimed = None
+            if claimed is None:
                 with self._wake:
                     if not self._stopping:
                         self._wake.wait(timeout=2.0)
                 continue
             try:
-                self._grade(slot, job)
+                self._grade(slot, *claimed)
             finally:  # a slot that fails here holds nothing: its lease runs out
                 with self._held_lock:
                     self._grading.pop(slot.name, None)
                     self._storing.pop(slot.name, None)
 
-    def _grade(self, slot: SlotSpec, job: Job) -> None:
-        with self._held_lock:
-            self._grading[slot.name] = job
-            host_gradings = self._host_gradings(job)
+    def _claim(self, slot: SlotSpec) -> tuple[Job, int] | None:
+        """The next job for ``slot``, held as this slot's, and the gradings this host is
+        about to run as it starts. One slot at a time: a neighbour's claim must be counted
+        among the gradings before the next slot counts them."""
+        with self._claiming:
+            # the lease starts with the claim: the reaper renews it from here on
+            now = utcnow()
+            job = self.claimer.claim(started_at=now, heartbeat_at=now,
+                                     worker=holders.holder(slot.name), count_waiting=True)
+            if job is None:
+                return None
+            with self._held_lock:
+                self._grading[slot.name] = job
+                return job, self._host_gradings(job)
+
+    def _grade(self, slot: SlotSpec, job: Job, host_gradings: int) -> None:
         outcome = self.client.grade(job.exercise, job.language, job.source, slot.device,
                                     slot.gpu_index,
                                     on_check=lambda c, j=job: record_check(
