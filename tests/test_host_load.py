@@ -6,6 +6,9 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
+from conftest import REPO
+
+from graders.shared.vocabulary import Verdict
 
 from graders.service.host_load import BusyMarks, lanes_for
 
@@ -63,11 +66,12 @@ def test_a_slot_sizes_its_lanes_by_the_larger_of_its_own_count_and_the_senders(t
     from graders.service import slots
     from graders.shared.vocabulary import Device
 
-    lanes_given = []
+    lanes_given, lanes_now = [], []
 
     class RecordingGrader:
         def __init__(self, exercise, submission, device, pool=None, lanes=None, **kwargs):
             lanes_given.append(lanes)
+            lanes_now.append(kwargs.get("lanes_now"))
             self.grading = SimpleNamespace(lanes=lanes)
             self.close_report = None
 
@@ -87,6 +91,20 @@ def test_a_slot_sizes_its_lanes_by_the_larger_of_its_own_count_and_the_senders(t
     # the H200's 16 cores: alone, four lanes; four gradings starting together, two each
     assert lanes_given == [4, 2, 4]
     assert [r.phases["host_gradings"] for r in (alone, burst, said_less)] == [1, 4, 1]
+
+    # between parts the grading asks again, from the marks: the host alone, then three
+    # other slots grading beside it
+    from contextlib import ExitStack
+
+    ask = lanes_now[0]
+    assert ask() == 4
+    with ExitStack() as others:
+        for name in ("gpu-0-1", "gpu-0-2", "gpu-0-3"):
+            others.enter_context(BusyMarks(tmp_path, name).busy())
+        assert ask() == 2
+    assert ask() == 4
+    slot.grade(None, tmp_path / "s.py", lanes=3)  # lanes given: as given throughout
+    assert lanes_given[-1] == 3 and lanes_now[-1] is None
 
 
 def test_a_worker_job_passes_the_host_gradings_on_and_ignores_a_bad_count(tmp_path):
@@ -214,3 +232,46 @@ def test_a_burst_tells_each_slot_how_many_gradings_its_host_is_about_to_run(
         finally:
             pool.stop()
     assert fake.told[:len(told)] == told
+
+
+# -- a lane gives itself back when the host has grown busier (graders.engine.lanes) ------
+
+def test_a_lane_past_what_the_host_gives_now_leaves_and_the_verdict_stands(grade_source):
+    """Three lanes given, two allowed by the time the third would join: it never takes a
+    runner, the other two grade every check, and the result is the three-lane one's."""
+    reference = (REPO / "reference_solutions" / "safe_softmax" / "solution.py").read_text()
+    asked = []
+
+    def two_now():
+        asked.append(1)
+        return 2
+
+    shed = grade_source("safe_softmax", reference, lanes=3, lanes_now=two_now)
+    assert shed.verdict is Verdict.PASSED and asked
+    assert shed.phases["lanes_shed"] == 1
+    assert {t[0] for t in shed.phases["timeline"]} <= {0, 1}  # lane 2 did no part
+    assert {c.name for c in shed.checks} == set(shed.phases["checks"])
+
+    def broken():
+        raise OSError("the lock folder is gone")
+
+    kept = grade_source("safe_softmax", reference, lanes=3, lanes_now=broken)
+    assert kept.verdict is Verdict.PASSED and "lanes_shed" not in kept.phases
+    assert 2 in {t[0] for t in kept.phases["timeline"]}  # a count that fails sheds nothing
+
+
+def test_the_lane_that_compiled_the_timed_shapes_is_never_shed():
+    import threading
+    from types import SimpleNamespace
+
+    from graders.engine.lanes import LaneSet
+
+    lanes = LaneSet.__new__(LaneSet)
+    lanes.g = SimpleNamespace(lanes_now=lambda: 2, state=SimpleNamespace(lock=threading.Lock()))
+    lanes.shed = set()
+    assert not lanes._shed(3, SimpleNamespace(warmed=True))
+    assert not lanes._shed(1, SimpleNamespace(warmed=False))
+    assert lanes._shed(2, SimpleNamespace(warmed=False)) and lanes._shed(3, None)
+    assert lanes.shed == {2, 3}
+    lanes.g.lanes_now = None  # lanes fixed (the CLI, the selftest): nothing is shed
+    assert not lanes._shed(3, None)

@@ -47,7 +47,8 @@ class Grader:
                  seed: int | None = None, performance: bool = True,
                  pool: RunnerPool | None = None, lanes: int | None = None,
                  on_check: Callable[[CheckResult], None] | None = None,
-                 call_budget_s: float | None = None, params: dict[str, Any] | None = None):
+                 call_budget_s: float | None = None, params: dict[str, Any] | None = None,
+                 lanes_now: Callable[[], int] | None = None):
         submission = submission.resolve()
         language = Language.from_filename(submission.name) or Language.TRITON
         device = grading_device(device)
@@ -67,7 +68,7 @@ class Grader:
             timeout_s=timeout_s or exercise.run_limit_s(on),
             budget_s=call_budget_s or exercise.call_budgets_s[on],
             seed=secrets.randbits(63) if seed is None else seed,
-            time_it=performance, on_check=on_check)
+            time_it=performance, on_check=on_check, lanes_now=lanes_now)
         self.close_report: CloseReport | None = None
 
     @property

@@ -143,6 +143,9 @@ class Grading:
     seed: int
     time_it: bool  # False: correctness only (selftest, many jobs on one GPU)
     on_check: Callable[[CheckResult], None] | None = None
+    # the lanes the host gives this grading now, asked between parts: a lane numbered at or
+    # past it leaves (graders.engine.lanes.LaneSet._shed); None: ``lanes`` throughout
+    lanes_now: Callable[[], int] | None = None
     started: float = 0.0  # monotonic; set when the run starts
     deadline: float = 0.0  # monotonic; set when the run starts
     state: RunState = dataclasses.field(default_factory=RunState)

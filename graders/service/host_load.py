@@ -27,6 +27,12 @@ So a sender that knows its queue says how many gradings the host is about to run
 and the jobs waiting), and the slot sizes the lanes by the larger of the two counts. A
 Celery worker's tasks say nothing of the kind (its queue is the broker's, shared by every
 host): its slots count alone, as before.
+
+Neither count sees a burst that arrives over a second, as a class's does (the load bench's
+first four gradings were each claimed with 0-2 jobs waiting). So a grading counts the marks
+again between its parts, and a lane past what the count gives it now leaves
+(graders.engine.lanes.LaneSet._shed): a grading that started alone gives back its extra
+lanes once its neighbours are grading too.
 """
 
 from __future__ import annotations

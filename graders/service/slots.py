@@ -98,10 +98,15 @@ class Slot:
             raise SlotOutOfService(f"slot {self.name} is out of service: {self.problem}")
         with self.marks.busy() as marked:
             busy = max(marked, host_gradings or 0)
+            lanes_now = None
             if lanes is None and self.device is Device.CUDA:
-                lanes = lanes_for(busy, host_cores())
+                cores = host_cores()
+                lanes = lanes_for(busy, cores)
+                # between parts, the host counted again: a grading that started as the
+                # host's only one gives back the lanes a burst arriving after it needs
+                lanes_now = lambda: lanes_for(self.marks.count(), cores)  # noqa: E731
             grader = Grader(exercise, submission, self.device, pool=self.pool, lanes=lanes,
-                            **kwargs)
+                            lanes_now=lanes_now, **kwargs)
             result = grader.grade()
         result.phases["lanes"] = grader.grading.lanes
         result.phases["host_gradings"] = busy
