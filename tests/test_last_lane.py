@@ -22,7 +22,7 @@ def _lanes(device=Device.CUDA, timed=True, failed=False, stopped=False):
     lanes.g = SimpleNamespace(state=state, device=device, started=0.0)
     lanes.timed = object() if timed else None
     lanes.parts = SimpleNamespace(outcomes={0: {0: SimpleNamespace(passed=not failed)}})
-    lanes.kept = []
+    lanes.kept, lanes.shed = [], set()
     warmed = SimpleNamespace(warmed=True, process="runner that times")
     lanes._warmed = warmed
     return lanes, warmed, closed

@@ -162,7 +162,8 @@ class LaneSet:
         (graders.engine.timing.time_submission)."""
         with self.g.state.lock:
             closing = not lane.warmed and (self.timed is None or self._warmed is not None
-                                           or self._nothing_to_time())
+                                           or self._nothing_to_time()
+                                           or number in self.shed)  # given back: closed now
             if closing and last and self._timing_follows():
                 closing = False
             if not closing:
@@ -193,9 +194,13 @@ class LaneSet:
         within milliseconds of each other, each counting the host nearly idle: on the load
         bench three of four took 3 and 4 lanes, whose compiles filled the host while the
         next gradings started, and those were the class's slowest. A lane that compiled the
-        timed shapes stays (its runner times)."""
-        if self.g.lanes_now is None or (lane is not None and lane.warmed):
+        timed shapes stays (its runner times), and so does lane 0, whatever the count: it
+        takes parts until none is left, so that none is left unrun."""
+        if number == 0 or self.g.lanes_now is None or (lane is not None and lane.warmed):
             return False
+        with self.g.state.lock:  # nothing left to take: leaving is not shedding
+            if not self.todo or self.g.state.stop is not None:
+                return False
         try:
             shed = number >= self.g.lanes_now()
         except Exception:  # noqa: BLE001 - a count that fails leaves the lanes as they are
