@@ -107,9 +107,9 @@ PHASES = (
     ("timing_warmup_s", "timed shapes compiled (in one lane, beside the checks)"),
     ("timing_gate_wait_s", "wait for the GPU alone"),
     ("timing_s", "timed shapes, the GPU alone"),
-    ("close_s", "runners closed (their processes gone)"),
+    ("close_s", "runners closed before the answer (a worker answers first: absent)"),
     ("duration_s", "the grader in all (its duration_s)"),
-    ("health_s", "the slot's health check after the job"),
+    ("health_s", "the slot's health check before the answer (a worker's comes after)"),
     ("around_s", "around the grader: claim, hand-off, result stored"),
     ("latency_s", "claim to stored result (latency)"),
 )

@@ -76,6 +76,16 @@ class Grader:
         return self.grading.pool
 
     def grade(self) -> GradeResult:
+        """The result, every runner closed (its processes gone)."""
+        result = self.answer()
+        self.finish(result)
+        return result
+
+    def answer(self) -> GradeResult:
+        """The result, the grading's last runners possibly still exiting: a runner's exit
+        takes ~0.2 s on a GPU (its CUDA context torn down), time the student need not
+        wait. :meth:`finish` waits for them; call it before anything else runs on this
+        grading's slot (its health is judged from what they left)."""
         g = self.grading
         started = time.monotonic()
         g.started, g.deadline = started, started + g.timeout_s
@@ -97,11 +107,11 @@ class Grader:
         except CompiledOnly as compiled:
             outcome.compiled_only(result, compiled)
         finally:
-            closing = time.monotonic()
-            self.close_report = g.state.close_all()
-            result.phases["close_s"] = round(time.monotonic() - closing, 3)
-            result.output = g.state.output_text()
-            result.output_dropped_bytes = g.state.dropped
+            with g.state.lock:
+                still_open = list(g.state.open)
+            g.state.close_later(still_open)
+            result.output = g.state.output_now()
+            result.output_dropped_bytes = g.state.dropped_now()
             result.duration_s = round(time.monotonic() - started, 3)
             result.phases["total_s"] = result.duration_s
             if g.state.timeline:
@@ -109,6 +119,18 @@ class Grader:
         outcome.mark_unrun(result, g.checks, stopped_in)
         outcome.score(result, g.exercise, g.time_it)
         return result
+
+    def finish(self, result: GradeResult | None = None) -> CloseReport:
+        """Waits until every runner of the grading is gone; what they left (also
+        ``close_report``). ``result``: its output made whole (what the runners printed as
+        they exited, a runner profile's say) and the wait noted as ``close_s``."""
+        closing = time.monotonic()
+        self.close_report = self.grading.state.close_all()
+        if result is not None:
+            result.phases["close_s"] = round(time.monotonic() - closing, 3)
+            result.output = self.grading.state.output_text()
+            result.output_dropped_bytes = self.grading.state.dropped
+        return self.close_report
 
     def _run(self, module: ModuleType, result: GradeResult) -> None:
         """The checks over the lanes, their verdict, then (on a GPU, all passed) the timing."""

@@ -40,6 +40,8 @@ class RunState:
         # before, kept in case every check did (then the verdict is that, not `failed`)
         self.raised: dict[str, RunStopped] = {}
         self.open: list[RunnerProcess] = []
+        self.closing: list[RunnerProcess] = []  # out of ``open``, their close not yet done
+        self._closers: list[threading.Thread] = []  # closes not waited for (close_later)
         self.outputs: list[str] = []
         self.dropped = 0
         self.reports: list[CloseReport] = []
@@ -77,8 +79,10 @@ class RunState:
             if process not in self.open:
                 return
             self.open.remove(process)
+            self.closing.append(process)
         report = process.close()
-        with self.lock:
+        with self.lock:  # one step: output_now counts each runner once, closed or not
+            self.closing.remove(process)
             self.reports.append(report)
             if process.output is not None:
                 self.outputs.append(process.output.text())
@@ -92,18 +96,35 @@ class RunState:
             for process in processes:
                 self.close(process)
             return
+        threads = self._close_threads(processes)
+        for t in threads:
+            t.join()
+
+    def close_later(self, processes: list[RunnerProcess]) -> None:
+        """Starts closing these runners and returns: ``close_all`` waits for them. A runner
+        exits in ~0.2 s on a GPU (its CUDA context torn down), and the student's answer
+        does not wait for that; the slot does, before its next job."""
+        threads = self._close_threads(processes)
+        with self.lock:
+            self._closers.extend(threads)
+
+    def _close_threads(self, processes: list[RunnerProcess]) -> list[threading.Thread]:
         threads = [threading.Thread(target=self.close, args=(p,), name="close", daemon=True)
                    for p in processes]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        return threads
 
     def close_all(self) -> CloseReport:
-        """Every runner still open closed; what all of them left, summed."""
+        """Every runner still open closed, and every close started earlier done; what all
+        of them left, summed."""
         with self.lock:
             still_open = list(self.open)
         self.close_many(still_open)
+        with self.lock:
+            closers, self._closers = self._closers, []
+        for t in closers:
+            t.join()
         return CloseReport(sum(r.leftover_processes for r in self.reports),
                            all(r.all_killed for r in self.reports))
 
@@ -122,7 +143,23 @@ class RunState:
                                   round(ended - began, 3), round(compile_s, 3)])
 
     def output_text(self) -> str:
+        """What the runners printed, once every one is closed."""
         return "\n".join(dict.fromkeys(o for o in self.outputs if o))
+
+    def output_now(self) -> str:
+        """What the runners printed, some of them still open or exiting: each of those
+        flushed before its last reply, and its pipe is read up to that
+        (graders.isolation.launch.CappedOutput.settled_text)."""
+        with self.lock:
+            outputs = list(self.outputs)
+            running = [p for p in (*self.open, *self.closing) if p.output is not None]
+        outputs += [p.output.settled_text() for p in running]
+        return "\n".join(dict.fromkeys(o for o in outputs if o))
+
+    def dropped_now(self) -> int:
+        with self.lock:
+            running = [p for p in (*self.open, *self.closing) if p.output is not None]
+            return self.dropped + sum(p.output.dropped for p in running)
 
 
 @dataclasses.dataclass

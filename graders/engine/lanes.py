@@ -159,16 +159,22 @@ class LaneSet:
         kept too where a timing follows: its close would be the timing's wait (0.13-0.33 s
         a grading on the H200's back-to-back bench), and an idle runner holds nothing of the
         GPU's but its memory; it is closed with the one that timed, once the timing is done
-        (graders.engine.timing.time_submission)."""
+        (graders.engine.timing.time_submission). Where nothing will be timed (the CPU, a
+        failed check, a stop), a lane's close is started and not waited for."""
         with self.g.state.lock:
             closing = not lane.warmed and (self.timed is None or self._warmed is not None
                                            or self._nothing_to_time()
                                            or number in self.shed)  # given back: closed now
-            if closing and last and self._timing_follows():
+            timing_follows = self._timing_follows()
+            if closing and last and timing_follows:
                 closing = False
             if not closing:
                 self.kept.append(lane)
-        if closing:
+        if closing and not timing_follows:
+            # nothing will be timed: the answer need not wait for this runner's exit
+            # (graders.engine.checker.Grader.finish does)
+            self.g.state.close_later([lane.process])
+        elif closing:
             began = time.monotonic()
             self.g.state.close(lane.process)
             self.g.state.note_span(number, "runner closed", began, self.g.started,

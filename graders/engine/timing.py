@@ -9,7 +9,6 @@ secret rows fetched under the gate and judged after it is let go.
 
 from __future__ import annotations
 
-import threading
 import time
 from types import ModuleType
 from typing import Callable
@@ -91,11 +90,9 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
         raise
     finally:
         result.phases["timing_s"] = round(time.monotonic() - started, 3)
-    # every runner of this grading closed beside the judging: it has nothing more to ask them
-    runners = [lane.process, *(other.process for other in kept if other is not lane)]
-    closing = threading.Thread(target=g.state.close_many, args=(runners,), name="close-after",
-                               daemon=True)
-    closing.start()
+    # every runner of this grading closed beside the judging: it has nothing more to ask
+    # them, and the answer does not wait for their exits (Grader.finish does)
+    g.state.close_later([lane.process, *(other.process for other in kept if other is not lane)])
     # the rows judged on the host with the GPU let go: every other slot's checks wait
     # while a grading holds it alone, and a long row's float64 reference is host seconds
     judging = time.monotonic()
@@ -104,7 +101,6 @@ def time_submission(g: Grading, kept: list[Lane], spec: PerformanceSpec, module:
     finally:
         result.phases["timing_judge_s"] = round(time.monotonic() - judging, 3)
         g.state.note_span(-1, "timed rows judged", judging, g.started, time.monotonic())
-        closing.join()  # their reports and output, before the grading's close_all sums them
 
 
 def _judge(run: PerformanceRun, spec: PerformanceSpec, result: GradeResult) -> None:

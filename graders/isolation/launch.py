@@ -14,15 +14,19 @@ slot can tell it is clean.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import queue
 import resource
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 from concurrent.futures import Future
@@ -183,23 +187,46 @@ class Launcher(Protocol):
 
 
 class CappedOutput:
-    """Keeps the first ``keep`` bytes of a stream; past ``stop_at`` calls ``on_flood`` once."""
+    """Keeps the first ``keep`` bytes of a stream; past ``stop_at`` calls ``on_flood`` once.
+
+    Read on a thread of its own, one chunk at a time under a lock and only once the pipe
+    is readable, so that :meth:`settled_text` can tell that nothing written so far is left
+    unread: a grading answers its student before its last runners have exited (their
+    exits, ~0.2 s each on a GPU, are the slot's to wait for), and a runner flushes what
+    the submission printed before each reply (graders/runner/main.py)."""
 
     def __init__(self, stream: BinaryIO, keep: int, stop_at: int, on_flood: Callable[[], None]):
         self.keep, self.stop_at, self.on_flood = keep, stop_at, on_flood
         self.kept = bytearray()
         self.total = 0
         self.flooded = False
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._ended = False
         self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
         self._thread.start()
 
     def _drain(self, stream: BinaryIO) -> None:
-        while chunk := stream.read1(65536):
-            room = max(self.keep - len(self.kept), 0)
-            self.kept += chunk[:room]
-            self.total += len(chunk)
-            if self.total > self.stop_at and not self.flooded:
-                self.flooded = True
+        fd = stream.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        while True:
+            poller.poll()
+            with self._lock:
+                try:
+                    chunk = os.read(fd, 65536)  # readable: it does not block
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self._ended = True
+                    return
+                room = max(self.keep - len(self.kept), 0)
+                self.kept += chunk[:room]
+                self.total += len(chunk)
+                flood = self.total > self.stop_at and not self.flooded
+                if flood:
+                    self.flooded = True
+            if flood:
                 self.on_flood()
 
     @property
@@ -207,8 +234,29 @@ class CappedOutput:
         return self.total - len(self.kept)
 
     def text(self) -> str:
+        """Everything the runner wrote, once it has exited (its pipe at its end)."""
         self._thread.join(timeout=2)
         return self.kept.decode("utf-8", "replace")
+
+    def settled_text(self, wait_s: float = 0.1) -> str:
+        """What the runner has written so far, with nothing of it left in the pipe: for an
+        answer given while the runner is still running or exiting. Waits at most
+        ``wait_s`` for a runner still printing (a flood keeps its first bytes anyway)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._lock:  # no chunk is being read, and every chunk read is kept
+                if self._ended or _unread_bytes(self._stream) == 0 \
+                        or time.monotonic() >= deadline:
+                    return self.kept.decode("utf-8", "replace")
+            time.sleep(0.002)
+
+
+def _unread_bytes(stream: BinaryIO) -> int:
+    try:
+        return struct.unpack("i", fcntl.ioctl(stream.fileno(), termios.FIONREAD,
+                                              b"\0\0\0\0"))[0]
+    except (OSError, ValueError):  # closed: nothing more will be read from it
+        return 0
 
 
 @dataclass

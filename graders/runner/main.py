@@ -532,6 +532,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         else:
             reply = _error("grader_error", f"unknown op {op!r}", None)
+        # what the submission printed is in the pipe before the reply: the checker answers
+        # the student before this runner has exited, with the output it has read by then
+        _flush_prints()
         protocol.send(outbox, reply, arrays)
         if profile is not None:
             profile.disable()
@@ -572,12 +575,16 @@ def _quick_exit(profile=None) -> None:
         stats = pstats.Stats(profile, stream=sys.stderr)
         stats.sort_stats("cumulative").print_stats(45)
         stats.sort_stats("tottime").print_stats(25)
+    _flush_prints()
+    os._exit(0)
+
+
+def _flush_prints() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:  # noqa: BLE001 - a submission may have replaced or closed them
             pass
-    os._exit(0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -60,6 +60,8 @@ def gpu_utilization_percent(index: int) -> int | None:
 
 
 class Slot:
+    _finishing: Grader | None = None  # the job answered, its runners not yet waited for
+
     def __init__(self, name: str, device: Device, gpu_index: int | None = None,
                  sandbox: bool = True, limits: Limits | None = None, warm: int = 0,
                  shares_gpu: bool = False):
@@ -89,11 +91,16 @@ class Slot:
             self.gpu_baseline_mib = gpu_memory_used_mib(self.gpu_index)
 
     def grade(self, exercise: ExerciseSpec, submission: Path, lanes: int | None = None,
-              host_gradings: int | None = None, **kwargs) -> GradeResult:
+              host_gradings: int | None = None, wait_for_exit: bool = True,
+              **kwargs) -> GradeResult:
         """One job on this slot. ``lanes`` None: on a GPU, as many as the host's cores give
         each grading running now (graders.service.host_load); on the CPU, the default.
         ``host_gradings``: the gradings the caller expects on the host as this one starts
-        (its queue knows a burst before the other slots have marked themselves busy)."""
+        (its queue knows a burst before the other slots have marked themselves busy).
+        ``wait_for_exit`` False: the result as soon as it is known, the job's last runners
+        possibly still exiting (~0.2 s each on a GPU): the caller answers its student, then
+        calls :meth:`finish_job` (the next job calls it first in any case)."""
+        self.finish_job()
         if not self.healthy:
             raise SlotOutOfService(f"slot {self.name} is out of service: {self.problem}")
         with self.marks.busy() as marked:
@@ -107,19 +114,33 @@ class Slot:
                 lanes_now = lambda: lanes_for(self.marks.count(), cores)  # noqa: E731
             grader = Grader(exercise, submission, self.device, pool=self.pool, lanes=lanes,
                             lanes_now=lanes_now, **kwargs)
-            result = grader.grade()
+            self._finishing = grader
+            result = grader.answer()
         result.phases["lanes"] = grader.grading.lanes
         result.phases["host_gradings"] = busy
         result.phases["host_marked"] = marked  # the slots it saw busy itself
-        # no waiting for the replacements: while some are still starting, the GPU holds
-        # less than the baseline (taken with all of them in place), never more
-        checking = time.monotonic()
-        self.check_health(grader.close_report)
-        # after the grader's own duration_s, before the answer: part of what a student waits
-        result.phases["health_s"] = round(time.monotonic() - checking, 3)
+        if wait_for_exit:
+            self.finish_job(result)
         return result
 
+    def finish_job(self, result: GradeResult | None = None) -> bool:
+        """The last job's runners gone, and this slot's health judged from what they left;
+        whether it is healthy. ``result``: that job's, its output made whole and the waits
+        noted (``close_s``, ``health_s``). No waiting for the pool's replacements: while
+        some are still starting, the GPU holds less than the baseline (taken with all of
+        them in place), never more."""
+        grader, self._finishing = self._finishing, None
+        if grader is None:
+            return self.healthy
+        report = grader.finish(result)
+        checking = time.monotonic()
+        self.check_health(report)
+        if result is not None:
+            result.phases["health_s"] = round(time.monotonic() - checking, 3)
+        return self.healthy
+
     def close(self) -> None:
+        self.finish_job()
         self.pool.close()
         self.marks.remove()
 

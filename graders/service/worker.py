@@ -14,9 +14,14 @@ lines on its standard input; it answers each with one JSON line on standard outp
          as it ends: progress for the student's page)
     out: {"id": 7, "result": {...the grade --json object...}, "slot": {"healthy": true, ...}}
 
+A job is answered before its last runners have exited (~0.2 s each on a GPU); the worker
+waits for them, and judges its slot's health from what they left, before it reads the next
+job. A slot found unfit then prints ``{"id": null, "slot": {"healthy": false, "problem":
+...}}`` and exits 1.
+
 It prints ``{"ready": true, ...}`` once its first runner is warm (``{"ready": false,
 "problem": ...}`` and exit 3 if none can be), and exits at the end of its input, or once
-its slot is out of service (after answering). Logs go to standard error. The server keeps
+its slot is out of service. Logs go to standard error. The server keeps
 one worker per slot, and a remote worker one per GPU, through graders/service/worker_client.py,
 the only reader of these lines.
 
@@ -92,7 +97,7 @@ def handle(slot: Slot, job: dict[str, Any],
 
     result = slot.grade(exercise, path, performance=bool(job.get("timing", True)),
                         timeout_s=job.get("timeout_s"), on_check=on_check, params=params,
-                        lanes=lanes, host_gradings=host_gradings)
+                        lanes=lanes, host_gradings=host_gradings, wait_for_exit=False)
     return {"id": job_id, "result": result.to_json(),
             "slot": {"healthy": slot.healthy, "problem": slot.problem}}
 
@@ -204,8 +209,13 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
                 answer({"id": None, "result": None, "error": f"bad job line: {exc}"})
                 continue
             answer(handle(slot, job, answer, lanes))
-            if not slot.healthy:
+            # the job's runners exit after its answer; the slot is judged by what they left
+            # before it reads another job, and one found unfit says so on a line of its own
+            # (the next job, if already sent, is refused by the client: graders.service.
+            # worker_client.SlotWorker.grade)
+            if not slot.finish_job():
                 log.error("slot out of service: %s", slot.problem)
+                answer({"id": None, "slot": {"healthy": False, "problem": slot.problem}})
                 return 1
     finally:
         slot.close()

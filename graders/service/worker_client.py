@@ -66,6 +66,15 @@ def outcome_of(result: Any, why_not: str) -> GradeOutcome:
                         slot_problem=str(slot.get("problem", "")))
 
 
+def _unfit_problem(line: Any) -> str | None:
+    """A worker's line saying its slot is unfit (``{"id": null, "slot": {"healthy": false,
+    "problem": ...}}``): the problem; else None."""
+    if isinstance(line, dict) and line.get("id") is None and isinstance(line.get("slot"), dict) \
+            and line["slot"].get("healthy", True) is False:
+        return str(line["slot"].get("problem", "")) or "no reason given"
+    return None
+
+
 class SlotWorker:
     """One ``graders worker`` process for one slot: started on first use, and again
     after it dies or overruns; a job that gets no answer is a grader fault (retried)."""
@@ -129,6 +138,9 @@ class SlotWorker:
         exercise's per-student values (graders/engine/params.py), its defaults when None.
         ``host_gradings``: the gradings its host is about to run, this one included, as the
         caller knows them (its queue); the worker takes the larger of it and its own count."""
+        unfit = self._said_unfit()
+        if unfit is not None:
+            return self._out_of_service(unfit)
         problem = self.warm_up()
         if problem:
             return GradeOutcome(None, problem)
@@ -155,6 +167,9 @@ class SlotWorker:
                     on_check(answer["check"])
                 except Exception:  # noqa: BLE001 - progress is a courtesy, the grading goes on
                     log.exception("a progress listener failed")
+        unfit = _unfit_problem(answer)
+        if unfit is not None:  # this job was never read: it goes back to the queue
+            return self._out_of_service(unfit)
         if answer is None or answer.get("id") != job_id:
             self.stop()
             return GradeOutcome(None, f"the grader worker gave no answer within "
@@ -165,6 +180,32 @@ class SlotWorker:
         if isinstance(result, dict):
             result["slot"] = answer.get("slot") or {}
         return outcome_of(result, "the grader worker's answer holds no result")
+
+    def _said_unfit(self) -> str | None:
+        """The problem, if the worker said since its last answer that its slot is unfit
+        (after that job's runners exited: graders/service/worker.py); such a worker has
+        exited, or is about to, and must not be started again as if nothing happened."""
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                return None
+            if line is None:  # the worker is gone; put back for the next reader
+                self.lines.put(None)
+                return None
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            unfit = _unfit_problem(value)
+            if unfit is not None:
+                return unfit
+
+    def _out_of_service(self, problem: str) -> GradeOutcome:
+        self.stop()
+        return GradeOutcome(None, f"the grader worker's slot went out of service after its "
+                                  f"last job: {problem}", slot_healthy=False,
+                            slot_problem=problem)
 
     def stop(self) -> None:
         if self.proc is not None:
