@@ -7,7 +7,8 @@
 #       profile | loadN (N slots sharing the GPU, 2 copies of the mix; with
 #       GRADERS_TIMING_PROBE=1, timing_probe.py reads where each timing's time went; with
 #       HOST_CPU=1, host_cpu.py counts the host's CPU-seconds by kind) |
-#       b2bN (12 references back to back through the real server, N slots) | verdicts |
+#       b2bN (12 references back to back through the real server, N slots) | baseb2bN (the
+#       same on .old/base.tar.gz, another commit's tree, on this machine) | verdicts |
 #       newselftest, then oldselftest (verdicts in two: this tree's selftest first) |
 #       disturbers (timing_disturbers.py: a timed copy and softmax beside each thing a busy
 #       host does to the GPU and its driver) | autogroup (autogroup_share.py: whether a nice
@@ -99,6 +100,14 @@ for part in "$@"; do
       timeout ${B2B_TIMEOUT:-200} python3 -m graders bench --back-to-back 12 --device cuda \
         --slots-per-gpu "$n" --out "$OUT/b2b$n.md" --results "$OUT/b2b$n.json" > "$OUT/b2b$n.log" 2>&1
       echo "back to back, $n slots: rc $?"; tail -25 "$OUT/b2b$n.log" ;;
+    baseb2b*)  # the same bench on the commit before this session's change (.old/base.tar.gz, a
+      # git archive), on the same machine: an A/B that no other H200 of the pool can give
+      n=${part#baseb2b}; out=$(realpath -m "$OUT")
+      mkdir -p /tmp/base && tar xzf .old/base.tar.gz -C /tmp/base && chmod -R o+rX /tmp/base && chmod o+x /tmp/base
+      (cd /tmp/base && timeout ${B2B_TIMEOUT:-200} python3 -m graders bench --back-to-back 12 --device cuda \
+        --slots-per-gpu "$n" --out "$out/base_b2b$n.md" --results "$out/base_b2b$n.json") \
+        > "$OUT/base_b2b$n.log" 2>&1
+      echo "back to back on the base tree, $n slots: rc $?"; tail -25 "$OUT/base_b2b$n.log" ;;
     newselftest)  # this tree's GPU selftest alone (verdicts, or oldselftest after it, compares)
       timeout 280 python3 -m graders selftest --device cuda --jobs 8 > "$OUT/selftest_new.log" 2>&1
       echo "new tree: $(tail -1 "$OUT/selftest_new.log")"; grep -E '^WRONG' "$OUT/selftest_new.log" ;;
