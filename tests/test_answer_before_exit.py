@@ -140,55 +140,74 @@ def test_grade_still_waits_and_its_output_is_whole(tmp_path):
     assert not grader.grading.state.open and not grader.grading.state.closing
 
 
-# -- the worker's line for a slot found unfit after its answer --------------------------------
+# -- the worker settles after its answer: its runners gone, its slot judged -----------------
 
-UNFIT_WORKER = """
+SETTLING_WORKER = """
 import json, sys, time
+healthy = sys.argv[1] == "healthy"
 print(json.dumps({"ready": True}), flush=True)
-job = json.loads(sys.stdin.readline())
-print(json.dumps({"id": job["id"], "result": {"verdict": "passed", "score": 1.0},
-                  "slot": {"healthy": True, "problem": ""}}), flush=True)
-time.sleep(float(sys.argv[1]))  # its runners exiting
-print(json.dumps({"id": None, "slot": {"healthy": False,
-                                       "problem": "2 processes of the last job survive"}}),
-      flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    print(json.dumps({"id": job["id"], "result": {"verdict": "passed", "score": 1.0},
+                      "slot": {"healthy": True, "problem": ""}}), flush=True)
+    time.sleep(0.5)  # its runners exiting
+    print(json.dumps({"id": job["id"], "settled": True, "slot": {
+        "healthy": healthy, "problem": "" if healthy else "2 processes of the last job survive"}}),
+        flush=True)
+    if not healthy:
+        time.sleep(0.5)  # its warm runners closed
+        sys.exit(1)
 """
 
 
-@pytest.mark.parametrize("exits_after_s", [0.0, 1.0])
-def test_a_slot_found_unfit_after_its_answer_takes_no_more_jobs(tmp_path, exits_after_s):
-    """0 s: the worker has said so and gone before the next job; 1 s: the next job is sent
-    first, and the line comes instead of its answer. Either way the slot is out of
-    service, and the job is a fault (tried again elsewhere), not restarted on it."""
-    worker = SlotWorker([sys.executable, "-c", UNFIT_WORKER, str(exits_after_s)], timeout_s=30)
+def test_the_client_answers_at_once_and_sends_the_next_job_only_once_the_slot_settled(tmp_path):
+    worker = SlotWorker([sys.executable, "-c", SETTLING_WORKER, "healthy"], timeout_s=30)
+    path = tmp_path / "s.py"
+    path.write_text("")
+    try:
+        started = time.monotonic()
+        assert worker.grade("safe_softmax", path).result["verdict"] == "passed"
+        assert time.monotonic() - started < 0.45 + 5  # not counting the 0.5 s of settling
+        assert worker.settle() == (True, "")
+        assert worker.settle() == (True, "")  # nothing left to settle
+        assert worker.grade("safe_softmax", path).slot_healthy  # settles first by itself
+        assert worker.grade("safe_softmax", path).result["verdict"] == "passed"
+        assert worker.jobs == 3 and worker.proc.poll() is None  # one worker all along
+    finally:
+        worker.stop()
+
+
+@pytest.mark.parametrize("settled_by", ["the caller", "the next job"])
+def test_a_slot_found_unfit_after_its_answer_is_let_close_and_takes_no_more_jobs(
+        tmp_path, settled_by):
+    worker = SlotWorker([sys.executable, "-c", SETTLING_WORKER, "unfit"], timeout_s=30)
     path = tmp_path / "s.py"
     path.write_text("")
     try:
         first = worker.grade("safe_softmax", path)
         assert first.result["verdict"] == "passed" and first.slot_healthy
-        if not exits_after_s:
-            worker.proc.wait(10)
-            time.sleep(0.2)  # its last line read
-        second = worker.grade("safe_softmax", path)
-        assert second.result is None and not second.slot_healthy
-        assert second.slot_problem == "2 processes of the last job survive"
-        assert "out of service" in second.fault
-        assert worker.proc is None  # stopped, not started again as if nothing happened
+        proc = worker.proc
+        if settled_by == "the caller":
+            assert worker.settle() == (False, "2 processes of the last job survive")
+        else:  # a job never sent: a grader fault, tried again elsewhere
+            second = worker.grade("safe_softmax", path)
+            assert second.result is None and not second.slot_healthy
+            assert second.slot_problem == "2 processes of the last job survive"
+            assert "out of service" in second.fault
+        assert proc.returncode == 1  # it closed its runners and left; it was not killed
+        assert worker.proc is None and worker.jobs == 1
     finally:
         worker.stop()
 
 
-def test_the_worker_says_its_slot_is_unfit_once_the_jobs_runners_are_gone(monkeypatch):
-    import io
+class _FakePool:
+    warm, ready_count = 0, 0
 
-    from graders.service import worker as worker_module
 
-    class FakePool:
-        warm, ready_count = 0, 0
-
+def _fake_slot(fit_after: list[bool]):
     class FakeSlot:
         def __init__(self, *args, **kwargs):
-            self.pool, self.healthy, self.problem, self.waited = FakePool(), True, "", False
+            self.pool, self.healthy, self.problem = _FakePool(), True, ""
 
         def grade(self, *args, wait_for_exit=True, **kwargs):
             assert wait_for_exit is False  # the worker answers first
@@ -197,22 +216,89 @@ def test_the_worker_says_its_slot_is_unfit_once_the_jobs_runners_are_gone(monkey
                                verdict=Verdict.PASSED, score=100.0)
 
         def finish_job(self):
-            self.waited = True
-            self.healthy, self.problem = False, "GPU 0 holds 900 MiB above its baseline"
-            return False
+            self.healthy = fit_after.pop(0)
+            self.problem = "" if self.healthy else "GPU 0 holds 900 MiB above its baseline"
+            return self.healthy
 
         def close(self):
             pass
 
-    monkeypatch.setattr(worker_module, "Slot", FakeSlot)
+    return FakeSlot
+
+
+@pytest.mark.parametrize("fit_after", [[True, True, True], [True, False, True]])
+def test_the_worker_settles_each_job_after_its_answer(monkeypatch, fit_after):
+    import io
+
+    from graders.service import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "Slot", _fake_slot(list(fit_after)))
     jobs = "".join(json.dumps({"id": i, "exercise": "safe_softmax", "file": __file__}) + "\n"
-                   for i in (1, 2))
+                   for i in (1, 2, 3))
     out = io.StringIO()
     rc = worker_module.run_worker(Device.CPU, 0, sandbox=False, warm=0,
                                   stdin=io.StringIO(jobs), stdout=out)
-    lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert rc == 1
-    assert [line.get("id") for line in lines[1:]] == [1, None]  # job 2 never read
-    assert lines[1]["result"]["verdict"] == "passed"
-    assert lines[2]["slot"] == {"healthy": False,
-                                "problem": "GPU 0 holds 900 MiB above its baseline"}
+    lines = [json.loads(line) for line in out.getvalue().splitlines()][1:]
+    answered = 3 if all(fit_after) else 2  # job 3 is never read from a slot found unfit
+    assert [(line["id"], "settled" in line) for line in lines] == \
+        [(i, settled) for i in range(1, answered + 1) for settled in (False, True)]
+    assert all(line["result"]["verdict"] == "passed" for line in lines[::2])
+    assert [line["slot"]["healthy"] for line in lines[1::2]] == fit_after[:answered]
+    assert rc == (0 if all(fit_after) else 1)
+    if not all(fit_after):
+        assert lines[-1]["slot"]["problem"] == "GPU 0 holds 900 MiB above its baseline"
+
+
+class SettlingClient:
+    """A grader whose slot is found unfit after its first answer."""
+
+    def __init__(self):
+        self.graded, self.settled = [], []
+
+    def warm_up(self, *args, **kwargs):
+        pass
+
+    def grade(self, exercise, language, source, device, gpu_index, **kwargs):
+        from server.grading.graders_client import GradeOutcome
+
+        self.graded.append(kwargs.get("slot"))
+        return GradeOutcome({"verdict": "passed", "score": 100.0})
+
+    def settle(self, device, gpu_index, slot=None, **kwargs):
+        self.settled.append(slot)
+        return False, "2 processes of the last job survive"
+
+    def close(self):
+        pass
+
+
+def test_the_servers_slot_settles_before_it_claims_and_an_unfit_one_claims_nothing(
+        database_url):
+    from test_server_api import add_students, running, submit, NoDispatch
+
+    from server.domain.models import Status, Submission
+    from server.grading.local_pool import LocalPool, SlotSpec
+
+    with running(database_url, dispatcher=NoDispatch()) as client:
+        tokens = add_students(client, "s0", "s1")
+        state = client.app.state
+        for name in ("s0", "s1"):
+            assert submit(client, tokens[name]).status_code == 202
+        fake = SettlingClient()
+        pool = LocalPool(state.sessionmaker, fake, state.settings,
+                         slots=[SlotSpec("cpu-0", "cpu", None)])
+        pool.start()
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not fake.settled:
+                time.sleep(0.05)
+            time.sleep(1.0)  # time enough for a claim that should not happen
+        finally:
+            pool.stop()
+        with state.sessionmaker() as db:
+            statuses = sorted(s.status for s in db.query(Submission))
+    # the first graded and stored; its slot then found unfit: the second never handed to
+    # it, and never counted an attempt against it
+    assert fake.graded == ["cpu-0"] and fake.settled == ["cpu-0"]
+    assert statuses.count(Status.GRADED) == 1
+    assert pool.slots[0].in_service is False

@@ -77,7 +77,11 @@ class Grader:
 
     def grade(self) -> GradeResult:
         """The result, every runner closed (its processes gone)."""
-        result = self.answer()
+        try:
+            result = self.answer()
+        except BaseException:
+            self.finish()  # no runner outlives the grading, whatever went wrong
+            raise
         self.finish(result)
         return result
 

@@ -80,13 +80,17 @@ class RunState:
                 return
             self.open.remove(process)
             self.closing.append(process)
-        report = process.close()
-        with self.lock:  # one step: output_now counts each runner once, closed or not
-            self.closing.remove(process)
-            self.reports.append(report)
-            if process.output is not None:
-                self.outputs.append(process.output.text())
-                self.dropped += process.output.dropped
+        report = CloseReport(0, False)  # a close that raised: its processes not known gone
+        try:
+            report = process.close()
+        finally:
+            text = process.output.text() if process.output is not None else None
+            with self.lock:  # one step: output_now counts each runner once, closed or not
+                self.closing.remove(process)
+                self.reports.append(report)
+                if process.output is not None:
+                    self.outputs.append(text)
+                    self.dropped += process.output.dropped
 
     def close_many(self, processes: list[RunnerProcess]) -> None:
         """Closes these runners at once, each on a thread of its own: a close waits ~0.15 s

@@ -162,10 +162,13 @@ def run_task(task: dict, client: httpx.Client | None = None) -> str:
     verdict = (outcome.result or {}).get("verdict", "no result")
     state = {200: "stored", 409: "stale"}.get(answer, f"unreported ({answer})")
     log.info("%s %s: %s", where, verdict, state)
-    if not outcome.slot_healthy:
+    fit, problem = outcome.slot_healthy, outcome.slot_problem
+    if fit:  # the result is in; the job's runners exit, and the slot is judged, only now
+        fit, problem = SLOT.settle()
+    if not fit:
         # the GPU is not fit to grade: stop taking work, and say why; the unacknowledged
         # task and any later ones go to the other workers
-        log.critical("worker=%s out of service: %s", NAME, outcome.slot_problem)
+        log.critical("worker=%s out of service: %s", NAME, problem)
         SLOT.stop()
         os._exit(3)
     return state

@@ -15,9 +15,12 @@ lines on its standard input; it answers each with one JSON line on standard outp
     out: {"id": 7, "result": {...the grade --json object...}, "slot": {"healthy": true, ...}}
 
 A job is answered before its last runners have exited (~0.2 s each on a GPU); the worker
-waits for them, and judges its slot's health from what they left, before it reads the next
-job. A slot found unfit then prints ``{"id": null, "slot": {"healthy": false, "problem":
-...}}`` and exits 1.
+then waits for them, judges its slot's health from what they left, and says so before it
+reads the next job:
+
+    out: {"id": 7, "settled": true, "slot": {"healthy": true, "problem": ""}}
+
+A slot found unfit exits 1 after that line (its warm runners closed first).
 
 It prints ``{"ready": true, ...}`` once its first runner is warm (``{"ready": false,
 "problem": ...}`` and exit 3 if none can be), and exits at the end of its input, or once
@@ -208,14 +211,16 @@ def run_worker(device: Device, gpu_index: int, sandbox: bool, warm: int | None,
             except ValueError as exc:
                 answer({"id": None, "result": None, "error": f"bad job line: {exc}"})
                 continue
-            answer(handle(slot, job, answer, lanes))
-            # the job's runners exit after its answer; the slot is judged by what they left
-            # before it reads another job, and one found unfit says so on a line of its own
-            # (the next job, if already sent, is refused by the client: graders.service.
-            # worker_client.SlotWorker.grade)
-            if not slot.finish_job():
+            answered = handle(slot, job, answer, lanes)
+            answer(answered)
+            # the job's runners exit after its answer, and the slot is judged by what they
+            # left before it reads another job: the client waits for this line before it
+            # sends one (graders.service.worker_client.SlotWorker.settle)
+            fit = slot.finish_job()
+            answer({"id": answered["id"], "settled": True,
+                    "slot": {"healthy": fit, "problem": slot.problem}})
+            if not fit:
                 log.error("slot out of service: %s", slot.problem)
-                answer({"id": None, "slot": {"healthy": False, "problem": slot.problem}})
                 return 1
     finally:
         slot.close()

@@ -25,6 +25,10 @@ from graders.shared.paths import REPO_ROOT
 log = logging.getLogger("graders.service.worker_client")
 SUFFIX = {"triton": ".py", "hip": ".hip"}
 WORKER_START_S = 300.0  # a worker's first runners (CUDA contexts, kernels) are ready by then
+# a job's runners exit and the slot's health is judged within this after its answer (a
+# close waits at most 15 s for a runner, the GPU's memory settles within 10 s)
+WORKER_SETTLE_S = 60.0
+WORKER_EXIT_S = 30.0  # a worker that found its slot unfit closes its warm runners, then exits
 
 
 @dataclass(frozen=True)
@@ -66,15 +70,6 @@ def outcome_of(result: Any, why_not: str) -> GradeOutcome:
                         slot_problem=str(slot.get("problem", "")))
 
 
-def _unfit_problem(line: Any) -> str | None:
-    """A worker's line saying its slot is unfit (``{"id": null, "slot": {"healthy": false,
-    "problem": ...}}``): the problem; else None."""
-    if isinstance(line, dict) and line.get("id") is None and isinstance(line.get("slot"), dict) \
-            and line["slot"].get("healthy", True) is False:
-        return str(line["slot"].get("problem", "")) or "no reason given"
-    return None
-
-
 class SlotWorker:
     """One ``graders worker`` process for one slot: started on first use, and again
     after it dies or overruns; a job that gets no answer is a grader fault (retried)."""
@@ -86,6 +81,7 @@ class SlotWorker:
         self.proc: subprocess.Popen | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.jobs = 0
+        self._unsettled: int | None = None  # the job answered, its settled line not yet read
 
     def _start(self) -> str:
         try:
@@ -96,6 +92,7 @@ class SlotWorker:
         except OSError as exc:
             return f"could not start the grader worker: {exc}"
         self.lines = queue.Queue()
+        self._unsettled = None
         threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True,
                          name="grader-worker-reader").start()
         first = self._next_line(WORKER_START_S)
@@ -138,9 +135,11 @@ class SlotWorker:
         exercise's per-student values (graders/engine/params.py), its defaults when None.
         ``host_gradings``: the gradings its host is about to run, this one included, as the
         caller knows them (its queue); the worker takes the larger of it and its own count."""
-        unfit = self._said_unfit()
-        if unfit is not None:
-            return self._out_of_service(unfit)
+        fit, unfit = self.settle()
+        if not fit:  # never sent to a slot found unfit: a grader fault, tried again elsewhere
+            return GradeOutcome(None, f"the grader worker's slot went out of service after "
+                                      f"its last job: {unfit}", slot_healthy=False,
+                                slot_problem=unfit)
         problem = self.warm_up()
         if problem:
             return GradeOutcome(None, problem)
@@ -167,13 +166,11 @@ class SlotWorker:
                     on_check(answer["check"])
                 except Exception:  # noqa: BLE001 - progress is a courtesy, the grading goes on
                     log.exception("a progress listener failed")
-        unfit = _unfit_problem(answer)
-        if unfit is not None:  # this job was never read: it goes back to the queue
-            return self._out_of_service(unfit)
         if answer is None or answer.get("id") != job_id:
             self.stop()
             return GradeOutcome(None, f"the grader worker gave no answer within "
                                       f"{self.timeout_s:g} s")
+        self._unsettled = job_id  # its runners exit after the answer: settle() waits for them
         if answer.get("result") is None:
             return GradeOutcome(None, str(answer.get("error") or "no result"))
         result = answer["result"]
@@ -181,31 +178,34 @@ class SlotWorker:
             result["slot"] = answer.get("slot") or {}
         return outcome_of(result, "the grader worker's answer holds no result")
 
-    def _said_unfit(self) -> str | None:
-        """The problem, if the worker said since its last answer that its slot is unfit
-        (after that job's runners exited: graders/service/worker.py); such a worker has
-        exited, or is about to, and must not be started again as if nothing happened."""
+    def settle(self) -> tuple[bool, str]:
+        """Waits for the worker to say its last job's runners are gone and its slot judged
+        (graders/service/worker.py answers first, then settles): whether the slot is fit,
+        and if not why. A slot found unfit is stopped once its worker has closed its warm
+        runners. Called by :meth:`grade` before each job; a caller that knows it is about
+        to take more work calls it first, so that the work goes to a slot ready for it."""
+        job_id, self._unsettled = self._unsettled, None
+        if job_id is None or self.proc is None:
+            return True, ""
+        deadline = time.monotonic() + WORKER_SETTLE_S
         while True:
-            try:
-                line = self.lines.get_nowait()
-            except queue.Empty:
-                return None
-            if line is None:  # the worker is gone; put back for the next reader
-                self.lines.put(None)
-                return None
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            unfit = _unfit_problem(value)
-            if unfit is not None:
-                return unfit
-
-    def _out_of_service(self, problem: str) -> GradeOutcome:
+            line = self._next_line(max(deadline - time.monotonic(), 0.0))
+            if line is None:  # gone or silent: started again for the next job
+                log.warning("grader worker %d said nothing after job %s's answer: stopped",
+                            self.proc.pid, job_id)
+                self.stop()
+                return True, ""
+            if line.get("id") == job_id and line.get("settled"):
+                break
+        slot = line.get("slot") if isinstance(line.get("slot"), dict) else {}
+        if slot.get("healthy", True) is not False:
+            return True, ""
+        try:
+            self.proc.wait(WORKER_EXIT_S)
+        except subprocess.TimeoutExpired:
+            pass
         self.stop()
-        return GradeOutcome(None, f"the grader worker's slot went out of service after its "
-                                  f"last job: {problem}", slot_healthy=False,
-                            slot_problem=problem)
+        return False, str(slot.get("problem") or "no reason given")
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -90,6 +90,15 @@ class GradersClient:
             if problem:
                 log.error("slot %s (%s/%s): %s", slot, device, gpu_index, problem)
 
+    def settle(self, device: str, gpu_index: int | None, slot: str | None = None,
+               share_gpu: bool = False, gpu_slots: int | None = None) -> tuple[bool, str]:
+        """After a slot's answer, before it takes more work: waits until its last job's
+        runners are gone and its health judged (the worker answers first); whether it is
+        fit, and if not why. The one-shot grader has nothing left running."""
+        if not self.persistent:
+            return True, ""
+        return self._worker(device, gpu_index, slot, share_gpu, gpu_slots).settle()
+
     def close(self) -> None:
         with self._workers_lock:
             workers, self._workers = list(self._workers.values()), {}

@@ -256,6 +256,15 @@ class LocalPool:
         # waits, keeps the job from being graded again elsewhere meanwhile
         self.outbox.until_stored(job.id, job.attempt, outcome, self._store,
                                  self._stopped.wait)
-        if not outcome.slot_healthy:
+        fit, problem = outcome.slot_healthy, outcome.slot_problem
+        if fit:
+            # the student has the answer; the job's runners are still exiting. The slot
+            # claims nothing until they are gone and its health is judged, so that the next
+            # job goes to a slot that is ready (another, if one is idle) and never to one
+            # found unfit
+            fit, problem = self.client.settle(slot.device, slot.gpu_index, slot=slot.name,
+                                              share_gpu=slot.shares_gpu,
+                                              gpu_slots=slot.gpu_slots)
+        if not fit:
             slot.in_service = False
-            log.error("slot %s taken out of service: %s", slot.name, outcome.slot_problem)
+            log.error("slot %s taken out of service: %s", slot.name, problem)
