@@ -150,7 +150,9 @@ for line in sys.stdin:
     job = json.loads(line)
     print(json.dumps({"id": job["id"], "result": {"verdict": "passed", "score": 1.0},
                       "slot": {"healthy": True, "problem": ""}}), flush=True)
-    time.sleep(0.5)  # its runners exiting
+    time.sleep(float(sys.argv[2]))  # its runners exiting
+    if sys.argv[2] == "999":
+        continue
     print(json.dumps({"id": job["id"], "settled": True, "slot": {
         "healthy": healthy, "problem": "" if healthy else "2 processes of the last job survive"}}),
         flush=True)
@@ -161,18 +163,38 @@ for line in sys.stdin:
 
 
 def test_the_client_answers_at_once_and_sends_the_next_job_only_once_the_slot_settled(tmp_path):
-    worker = SlotWorker([sys.executable, "-c", SETTLING_WORKER, "healthy"], timeout_s=30)
+    worker = SlotWorker([sys.executable, "-c", SETTLING_WORKER, "healthy", "3"], timeout_s=30)
     path = tmp_path / "s.py"
     path.write_text("")
     try:
+        assert worker.warm_up() == ""
+        pid = worker.proc.pid
         started = time.monotonic()
         assert worker.grade("safe_softmax", path).result["verdict"] == "passed"
-        assert time.monotonic() - started < 0.45 + 5  # not counting the 0.5 s of settling
+        assert time.monotonic() - started < 2.5  # the answer, not the 3 s of settling after it
         assert worker.settle() == (True, "")
+        assert time.monotonic() - started >= 3  # settle waited for the line
         assert worker.settle() == (True, "")  # nothing left to settle
-        assert worker.grade("safe_softmax", path).slot_healthy  # settles first by itself
+        second = worker.grade("safe_softmax", path)  # settles the first by itself
+        assert second.result["verdict"] == "passed"
+        assert worker.jobs == 2 and worker.proc.pid == pid  # one worker all along
+    finally:
+        worker.stop()
+
+
+def test_a_worker_that_never_settles_is_not_taken_for_fit(tmp_path, monkeypatch):
+    from graders.service import worker_client
+
+    monkeypatch.setattr(worker_client, "WORKER_SETTLE_S", 1.0)
+    worker = SlotWorker([sys.executable, "-c", SETTLING_WORKER, "healthy", "999"],
+                        timeout_s=30)
+    path = tmp_path / "s.py"
+    path.write_text("")
+    try:
         assert worker.grade("safe_softmax", path).result["verdict"] == "passed"
-        assert worker.jobs == 3 and worker.proc.poll() is None  # one worker all along
+        fit, problem = worker.settle()
+        assert not fit and "did not say its last job's runners were gone" in problem
+        assert worker.proc is None
     finally:
         worker.stop()
 
@@ -180,7 +202,7 @@ def test_the_client_answers_at_once_and_sends_the_next_job_only_once_the_slot_se
 @pytest.mark.parametrize("settled_by", ["the caller", "the next job"])
 def test_a_slot_found_unfit_after_its_answer_is_let_close_and_takes_no_more_jobs(
         tmp_path, settled_by):
-    worker = SlotWorker([sys.executable, "-c", SETTLING_WORKER, "unfit"], timeout_s=30)
+    worker = SlotWorker([sys.executable, "-c", SETTLING_WORKER, "unfit", "0.5"], timeout_s=30)
     path = tmp_path / "s.py"
     path.write_text("")
     try:
@@ -204,7 +226,7 @@ class _FakePool:
     warm, ready_count = 0, 0
 
 
-def _fake_slot(fit_after: list[bool]):
+def _fake_slot(fit_after: list[bool], out):
     class FakeSlot:
         def __init__(self, *args, **kwargs):
             self.pool, self.healthy, self.problem = _FakePool(), True, ""
@@ -216,6 +238,9 @@ def _fake_slot(fit_after: list[bool]):
                                verdict=Verdict.PASSED, score=100.0)
 
         def finish_job(self):
+            # the job's answer is out before its runners are waited for
+            last = json.loads(out.getvalue().splitlines()[-1])
+            assert "result" in last and "settled" not in last
             self.healthy = fit_after.pop(0)
             self.problem = "" if self.healthy else "GPU 0 holds 900 MiB above its baseline"
             return self.healthy
@@ -232,10 +257,10 @@ def test_the_worker_settles_each_job_after_its_answer(monkeypatch, fit_after):
 
     from graders.service import worker as worker_module
 
-    monkeypatch.setattr(worker_module, "Slot", _fake_slot(list(fit_after)))
+    out = io.StringIO()
+    monkeypatch.setattr(worker_module, "Slot", _fake_slot(list(fit_after), out))
     jobs = "".join(json.dumps({"id": i, "exercise": "safe_softmax", "file": __file__}) + "\n"
                    for i in (1, 2, 3))
-    out = io.StringIO()
     rc = worker_module.run_worker(Device.CPU, 0, sandbox=False, warm=0,
                                   stdin=io.StringIO(jobs), stdout=out)
     lines = [json.loads(line) for line in out.getvalue().splitlines()][1:]

@@ -386,8 +386,14 @@ def test_the_worker_grades_jobs_from_json_lines_on_warm_runners(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     # on the CPU a slot keeps one grading's runner and a spare ready (default_warm)
     assert lines[0]["ready"] is True and lines[0]["warm"] == 2
-    answers = [line for line in lines[1:] if "check" not in line]  # progress lines aside
+    # progress lines aside; each job's answer, then its line once settled (its runners gone,
+    # its slot judged)
+    answers = [line for line in lines[1:] if "check" not in line and "settled" not in line]
     assert [a["id"] for a in answers] == [0, 1, 2, None]
+    settled = [(line["id"], line["slot"]["healthy"]) for line in lines[1:] if "settled" in line]
+    assert settled == [(0, True), (1, True), (2, True)]
+    order = [line["id"] for line in lines[1:] if "check" not in line]
+    assert order == [0, 0, 1, 1, 2, 2, None]
     progress = [line["id"] for line in lines[1:] if "check" in line]
     assert progress.count(0) == len(answers[0]["result"]["checks"])
     assert 1 not in progress  # a file that does not parse runs no check

@@ -55,7 +55,12 @@ def grade_reference(worker: subprocess.Popen, i: int) -> tuple[str, float, dict]
     answer = json.loads(worker.stdout.readline())
     while "check" in answer:
         answer = json.loads(worker.stdout.readline())
-    return exercise, round(time.monotonic() - sent, 3), answer.get("result") or {}
+    answered = round(time.monotonic() - sent, 3)
+    # then the worker says the job settled (its runners gone, its slot judged): the next
+    # job is sent after that, as the server's slot claims only then
+    while not json.loads(worker.stdout.readline()).get("settled"):
+        pass
+    return exercise, answered, answer.get("result") or {}
 
 
 def one_config(lanes: int, repeat: int, refill_s: float) -> dict:

@@ -76,6 +76,9 @@ def main() -> int:
         while "check" in answer:  # a check's line while the rest runs (graders.service.worker)
             answer = json.loads(worker.stdout.readline())
         wall = time.monotonic() - sent
+        # the job settled (its runners gone, its slot judged) before the next is sent
+        while not json.loads(worker.stdout.readline()).get("settled"):
+            pass
         result = answer["result"] or {}
         failed = [c["name"] for c in result.get("checks", []) if not c["passed"]]
         rows.append({"exercise": exercise, "file": str(path.relative_to(REPO) if path.is_relative_to(REPO) else path.name), "wall_s": wall,

@@ -25,6 +25,7 @@ instead; graders/service/worker.py).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -151,6 +152,13 @@ def run_task(task: dict, client: httpx.Client | None = None) -> str:
             outcome = SLOT.grade(str(task["exercise"]), path, on_check=lambda check: (
                 reporter.post("progress", {"check": check}, patience_s=2)),
                 params=task.get("params"))  # the student's values, checked by the grader
+        if outcome.slot_healthy:
+            # the slot's health travels in the result (the server's view of its workers,
+            # /metrics), so here the post waits for the job's runners to be gone and the
+            # slot judged: a remote worker's answer is not given ahead of them
+            fit, problem = SLOT.settle()
+            if not fit:
+                outcome = dataclasses.replace(outcome, slot_healthy=False, slot_problem=problem)
     except Exception as exc:  # noqa: BLE001 - a grader fault, retried by the server
         outcome = GradeOutcome(None, f"the worker failed: {exc}")
     finally:
@@ -162,13 +170,10 @@ def run_task(task: dict, client: httpx.Client | None = None) -> str:
     verdict = (outcome.result or {}).get("verdict", "no result")
     state = {200: "stored", 409: "stale"}.get(answer, f"unreported ({answer})")
     log.info("%s %s: %s", where, verdict, state)
-    fit, problem = outcome.slot_healthy, outcome.slot_problem
-    if fit:  # the result is in; the job's runners exit, and the slot is judged, only now
-        fit, problem = SLOT.settle()
-    if not fit:
+    if not outcome.slot_healthy:
         # the GPU is not fit to grade: stop taking work, and say why; the unacknowledged
         # task and any later ones go to the other workers
-        log.critical("worker=%s out of service: %s", NAME, problem)
+        log.critical("worker=%s out of service: %s", NAME, outcome.slot_problem)
         SLOT.stop()
         os._exit(3)
     return state

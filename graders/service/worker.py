@@ -25,8 +25,8 @@ A slot found unfit exits 1 after that line (its warm runners closed first).
 It prints ``{"ready": true, ...}`` once its first runner is warm (``{"ready": false,
 "problem": ...}`` and exit 3 if none can be), and exits at the end of its input, or once
 its slot is out of service. Logs go to standard error. The server keeps
-one worker per slot, and a remote worker one per GPU, through graders/service/worker_client.py,
-the only reader of these lines.
+one worker per slot, and a remote worker one per GPU, through graders/service/worker_client.py
+(docs/experiments/ drives workers directly to measure them).
 
 ``--share-gpu`` (or ``GRADERS_SHARE_GPU=1`` in its environment): another worker grades on
 the same GPU (graders.service.slots, ``shares_gpu``); the two keep each other off their timings

@@ -25,9 +25,10 @@ from graders.shared.paths import REPO_ROOT
 log = logging.getLogger("graders.service.worker_client")
 SUFFIX = {"triton": ".py", "hip": ".hip"}
 WORKER_START_S = 300.0  # a worker's first runners (CUDA contexts, kernels) are ready by then
-# a job's runners exit and the slot's health is judged within this after its answer (a
-# close waits at most 15 s for a runner, the GPU's memory settles within 10 s)
-WORKER_SETTLE_S = 60.0
+# a job's runners exit and the slot's health is judged within this after its answer: a close
+# waits at most 17 s for a runner, and the GPU's figures settle within 10 s each, an
+# nvidia-smi that hangs given 20 s more (graders.service.slots)
+WORKER_SETTLE_S = 120.0
 WORKER_EXIT_S = 30.0  # a worker that found its slot unfit closes its warm runners, then exits
 
 
@@ -185,23 +186,28 @@ class SlotWorker:
         runners. Called by :meth:`grade` before each job; a caller that knows it is about
         to take more work calls it first, so that the work goes to a slot ready for it."""
         job_id, self._unsettled = self._unsettled, None
-        if job_id is None or self.proc is None:
+        proc = self.proc  # stop() on another thread (the server stopping) may clear it
+        if job_id is None or proc is None:
             return True, ""
         deadline = time.monotonic() + WORKER_SETTLE_S
         while True:
             line = self._next_line(max(deadline - time.monotonic(), 0.0))
-            if line is None:  # gone or silent: started again for the next job
-                log.warning("grader worker %d said nothing after job %s's answer: stopped",
-                            self.proc.pid, job_id)
+            if line is None:
+                # gone, or silent past any close and health check's worst: not known fit (a
+                # worker started again would take whatever the GPU still holds as its
+                # baseline)
+                log.error("grader worker %d did not settle job %s within %g s: stopped",
+                          proc.pid, job_id, WORKER_SETTLE_S)
                 self.stop()
-                return True, ""
+                return False, (f"the grader worker did not say its last job's runners were "
+                               f"gone within {WORKER_SETTLE_S:g} s")
             if line.get("id") == job_id and line.get("settled"):
                 break
         slot = line.get("slot") if isinstance(line.get("slot"), dict) else {}
         if slot.get("healthy", True) is not False:
             return True, ""
         try:
-            self.proc.wait(WORKER_EXIT_S)
+            proc.wait(WORKER_EXIT_S)
         except subprocess.TimeoutExpired:
             pass
         self.stop()
