@@ -19,7 +19,7 @@ def _lanes(device=Device.CUDA, timed=True, failed=False, stopped=False):
     closed: list = []  # closes waited for; closes started and not waited for: "later: …"
     state = SimpleNamespace(lock=threading.Lock(), stop="stopped" if stopped else None,
                             close=closed.append, note_span=lambda *args: None,
-                            close_later=lambda processes: closed.extend(
+                            close_later=lambda processes, on_closed=None: closed.extend(
                                 f"later: {p}" for p in processes))
     lanes = LaneSet.__new__(LaneSet)
     lanes.g = SimpleNamespace(state=state, device=device, started=0.0)

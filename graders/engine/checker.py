@@ -134,6 +134,9 @@ class Grader:
             result.phases["close_s"] = round(time.monotonic() - closing, 3)
             result.output = self.grading.state.output_text()
             result.output_dropped_bytes = self.grading.state.dropped
+            if self.grading.state.timeline:  # with the closes that ended after the answer
+                result.phases["timeline"] = sorted(self.grading.state.timeline,
+                                                   key=lambda t: t[2])
         return self.close_report
 
     def _run(self, module: ModuleType, result: GradeResult) -> None:

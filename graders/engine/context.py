@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import zlib
 from pathlib import Path
 from typing import Any, Callable
@@ -104,16 +105,26 @@ class RunState:
         for t in threads:
             t.join()
 
-    def close_later(self, processes: list[RunnerProcess]) -> None:
+    def close_later(self, processes: list[RunnerProcess],
+                    on_closed: Callable[[float, float], None] | None = None) -> None:
         """Starts closing these runners and returns: ``close_all`` waits for them. A runner
         exits in ~0.2 s on a GPU (its CUDA context torn down), and the student's answer
-        does not wait for that; the slot does, before its next job."""
-        threads = self._close_threads(processes)
+        does not wait for that; the slot does, before its next job. ``on_closed`` hears
+        when each close began and ended (monotonic)."""
+        threads = self._close_threads(processes, on_closed)
         with self.lock:
             self._closers.extend(threads)
 
-    def _close_threads(self, processes: list[RunnerProcess]) -> list[threading.Thread]:
-        threads = [threading.Thread(target=self.close, args=(p,), name="close", daemon=True)
+    def _close_threads(self, processes: list[RunnerProcess],
+                       on_closed: Callable[[float, float], None] | None = None
+                       ) -> list[threading.Thread]:
+        def close(process: RunnerProcess) -> None:
+            began = time.monotonic()
+            self.close(process)
+            if on_closed is not None:
+                on_closed(began, time.monotonic())
+
+        threads = [threading.Thread(target=close, args=(p,), name="close", daemon=True)
                    for p in processes]
         for t in threads:
             t.start()

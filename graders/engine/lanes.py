@@ -173,7 +173,8 @@ class LaneSet:
         if closing and not timing_follows:
             # nothing will be timed: the answer need not wait for this runner's exit
             # (graders.engine.checker.Grader.finish does)
-            self.g.state.close_later([lane.process])
+            self.g.state.close_later([lane.process], on_closed=lambda began, ended: (
+                self.g.state.note_span(number, "runner closed", began, self.g.started, ended)))
         elif closing:
             began = time.monotonic()
             self.g.state.close(lane.process)
