@@ -327,3 +327,48 @@ def test_the_servers_slot_settles_before_it_claims_and_an_unfit_one_claims_nothi
     assert fake.graded == ["cpu-0"] and fake.settled == ["cpu-0"]
     assert statuses.count(Status.GRADED) == 1
     assert pool.slots[0].in_service is False
+
+
+def test_a_remote_worker_posts_its_slots_health_as_settled_and_stops_if_unfit(monkeypatch):
+    """A remote worker's result carries its slot's health (the server's view of its
+    workers), so it settles before it posts; a slot found unfit then stops the worker."""
+    from graders.service import remote_worker
+    from graders.service.worker_client import GradeOutcome
+
+    events, posted = [], {}
+
+    class Slot:
+        def grade(self, exercise, path, on_check=None, params=None):
+            events.append("graded")
+            return GradeOutcome({"verdict": "passed", "score": 100.0})
+
+        def settle(self):
+            events.append("settled")
+            return False, "2 processes of the last job survive"
+
+        def stop(self):
+            events.append("stopped")
+
+    class Server:
+        def post(self, url, json, headers, timeout):
+            if url.endswith("/result"):
+                events.append("posted")
+                posted.update(json)
+            return type("R", (), {"status_code": 200})()
+
+    class Exited(Exception):
+        pass
+
+    def exit_(code):
+        raise Exited(code)
+
+    monkeypatch.setattr(remote_worker, "SLOT", Slot())
+    monkeypatch.setattr(remote_worker.os, "_exit", exit_)
+    task = {"id": 1, "attempt": 1, "exercise": "safe_softmax", "language": "triton",
+            "source": "", "token": "t"}
+    with pytest.raises(Exited):
+        remote_worker.run_task(task, client=Server())
+    assert events == ["graded", "settled", "posted", "stopped"]
+    assert posted["result"]["verdict"] == "passed"  # the student's result stands
+    assert posted["slot_healthy"] is False
+    assert posted["slot_problem"] == "2 processes of the last job survive"
