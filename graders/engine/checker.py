@@ -111,15 +111,12 @@ class Grader:
         except CompiledOnly as compiled:
             outcome.compiled_only(result, compiled)
         finally:
-            with g.state.lock:
-                still_open = list(g.state.open)
-            g.state.close_later(still_open)
-            result.output = g.state.output_now()
-            result.output_dropped_bytes = g.state.dropped_now()
+            g.state.close_rest_later()
+            result.output, result.output_dropped_bytes = g.state.output_now()
             result.duration_s = round(time.monotonic() - started, 3)
             result.phases["total_s"] = result.duration_s
             if g.state.timeline:
-                result.phases["timeline"] = sorted(g.state.timeline, key=lambda t: t[2])
+                result.phases["timeline"] = g.state.sorted_timeline()
         outcome.mark_unrun(result, g.checks, stopped_in)
         outcome.score(result, g.exercise, g.time_it)
         return result
@@ -135,8 +132,7 @@ class Grader:
             result.output = self.grading.state.output_text()
             result.output_dropped_bytes = self.grading.state.dropped
             if self.grading.state.timeline:  # with the closes that ended after the answer
-                result.phases["timeline"] = sorted(self.grading.state.timeline,
-                                                   key=lambda t: t[2])
+                result.phases["timeline"] = self.grading.state.sorted_timeline()
         return self.close_report
 
     def _run(self, module: ModuleType, result: GradeResult) -> None:

@@ -93,31 +93,12 @@ class RunState:
                     self.outputs.append(text)
                     self.dropped += process.output.dropped
 
-    def close_many(self, processes: list[RunnerProcess]) -> None:
-        """Closes these runners at once, each on a thread of its own: a close waits ~0.15 s
-        for its processes to be gone, and a grading's lanes closed one by one waited for
-        each in turn (0.45 s of four lanes, before the timing and after it)."""
-        if len(processes) <= 1:
-            for process in processes:
-                self.close(process)
-            return
-        threads = self._close_threads(processes)
-        for t in threads:
-            t.join()
-
     def close_later(self, processes: list[RunnerProcess],
                     on_closed: Callable[[float, float], None] | None = None) -> None:
         """Starts closing these runners and returns: ``close_all`` waits for them. A runner
         exits in ~0.2 s on a GPU (its CUDA context torn down), and the student's answer
         does not wait for that; the slot does, before its next job. ``on_closed`` hears
         when each close began and ended (monotonic)."""
-        threads = self._close_threads(processes, on_closed)
-        with self.lock:
-            self._closers.extend(threads)
-
-    def _close_threads(self, processes: list[RunnerProcess],
-                       on_closed: Callable[[float, float], None] | None = None
-                       ) -> list[threading.Thread]:
         def close(process: RunnerProcess) -> None:
             began = time.monotonic()
             self.close(process)
@@ -128,14 +109,21 @@ class RunState:
                    for p in processes]
         for t in threads:
             t.start()
-        return threads
+        with self.lock:
+            self._closers.extend(threads)
+
+    def close_rest_later(self) -> None:
+        """Starts closing every runner still open, each on a thread of its own (a close
+        waits ~0.15 s for its processes to be gone, and a grading's lanes closed one by
+        one waited for each in turn: 0.45 s of four lanes)."""
+        with self.lock:
+            still_open = list(self.open)
+        self.close_later(still_open)
 
     def close_all(self) -> CloseReport:
         """Every runner still open closed, and every close started earlier done; what all
         of them left, summed."""
-        with self.lock:
-            still_open = list(self.open)
-        self.close_many(still_open)
+        self.close_rest_later()
         with self.lock:
             closers, self._closers = self._closers, []
         for t in closers:
@@ -161,20 +149,21 @@ class RunState:
         """What the runners printed, once every one is closed."""
         return "\n".join(dict.fromkeys(o for o in self.outputs if o))
 
-    def output_now(self) -> str:
-        """What the runners printed, some of them still open or exiting: each of those
-        flushed before its last reply, and its pipe is read up to that
-        (graders.isolation.launch.CappedOutput.settled_text)."""
+    def output_now(self) -> tuple[str, int]:
+        """What the runners printed, some of them still open or exiting, and the bytes
+        dropped: each of those flushed before its last reply, and its pipe is read up to
+        that (graders.isolation.launch.CappedOutput.settled_text)."""
         with self.lock:
             outputs = list(self.outputs)
-            running = [p for p in (*self.open, *self.closing) if p.output is not None]
-        outputs += [p.output.settled_text() for p in running]
-        return "\n".join(dict.fromkeys(o for o in outputs if o))
+            running = [p.output for p in (*self.open, *self.closing) if p.output is not None]
+            dropped = self.dropped
+        outputs += [output.settled_text() for output in running]
+        dropped += sum(output.dropped for output in running)
+        return "\n".join(dict.fromkeys(o for o in outputs if o)), dropped
 
-    def dropped_now(self) -> int:
+    def sorted_timeline(self) -> list[list[Any]]:
         with self.lock:
-            running = [p for p in (*self.open, *self.closing) if p.output is not None]
-            return self.dropped + sum(p.output.dropped for p in running)
+            return sorted(self.timeline, key=lambda t: t[2])
 
 
 @dataclasses.dataclass
